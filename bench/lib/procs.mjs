@@ -1,0 +1,145 @@
+// Child processes of the bench: servers started with their output in a log file (so a chatty server never
+// blocks on a full pipe and the log is there to read when it fails), and a registry that kills every
+// child still running when the bench exits — normally, on a signal, or on an error.
+import { spawn } from "node:child_process"
+import { closeSync, openSync, readFileSync } from "node:fs"
+import { readFile } from "node:fs/promises"
+
+const running = new Set()
+
+/** Kills every child still running (SIGKILL): for `process.on("exit")`, where nothing can wait. */
+export const killAllNow = () => {
+  for (const child of running) child.kill("SIGKILL")
+  running.clear()
+}
+
+/** Stops one child: SIGTERM, then SIGKILL after `graceMs` (default 3000). Resolves when it has exited. */
+export const stop = (child, graceMs = 3000) =>
+  new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) {
+      running.delete(child)
+      resolve()
+      return
+    }
+    const timer = setTimeout(() => child.kill("SIGKILL"), graceMs)
+    child.once("exit", () => {
+      clearTimeout(timer)
+      running.delete(child)
+      resolve()
+    })
+    child.kill("SIGTERM")
+  })
+
+/** Stops every child still running, in parallel. */
+export const stopAll = () => Promise.all([...running].map((child) => stop(child)))
+
+const track = (child) => {
+  running.add(child)
+  child.once("exit", () => running.delete(child))
+  return child
+}
+
+/** The last `lines` lines of a log file, for error messages. */
+export const logTail = (file, lines = 20) => {
+  try {
+    return readFileSync(file, "utf8")
+      .split("\n")
+      .slice(-lines - 1)
+      .join("\n")
+  } catch {
+    return "(no log)"
+  }
+}
+
+/**
+ * Starts a server (`node script ...args`) with stdout and stderr in `logFile` and waits until the log
+ * shows `listening on http://HOST:PORT`. Resolves `{ child, url, logFile }`; rejects with the log's tail
+ * when the process exits first or `timeoutMs` (default 20000) passes. `pipeStdin` gives the child a stdin
+ * pipe that closes when the bench dies (the bench's own servers exit on that).
+ */
+export const startServer = async ({
+  name,
+  script,
+  args,
+  env,
+  logFile,
+  pipeStdin = false,
+  timeoutMs = 20_000,
+}) => {
+  const fd = openSync(logFile, "a")
+  const child = track(
+    spawn(process.execPath, [script, ...args], {
+      env: { ...process.env, ...env },
+      stdio: [pipeStdin ? "pipe" : "ignore", fd, fd],
+    }),
+  )
+  closeSync(fd)
+  const deadline = performance.now() + timeoutMs
+  for (;;) {
+    const log = await readFile(logFile, "utf8").catch(() => "")
+    const match = /listening on (http:\/\/[^\s]+)/.exec(log)
+    if (match !== null) return { child, url: match[1].replace(/\/$/, ""), logFile }
+    if (child.exitCode !== null || child.signalCode !== null) {
+      throw new Error(
+        `${name} exited (${child.exitCode ?? child.signalCode}) before listening:\n${logTail(logFile)}`,
+      )
+    }
+    if (performance.now() > deadline) {
+      await stop(child)
+      throw new Error(`${name} did not print "listening on" within ${timeoutMs} ms:\n${logTail(logFile)}`)
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+}
+
+/** CPU time (user + system, all threads) a process has used so far, in ms; null where /proc is missing. */
+export const cpuTimeMs = (pid) => {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+    // Fields 14 and 15 of proc(5) (utime, stime) in clock ticks; USER_HZ is 100 on Linux.
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100
+  } catch {
+    return null
+  }
+}
+
+/**
+ * Runs one load generator process (`bench/load.mjs`) with `spec`. Samples `cpuOf()` (CPU ms of the
+ * server under test) at the window edges the generator announces. Resolves the generator's JSON result
+ * plus `cpuMs`; rejects when it exits without one or takes longer than `timeoutMs`.
+ */
+export const runLoad = ({ script, spec, cpuOf, timeoutMs }) =>
+  new Promise((resolve, reject) => {
+    const child = track(
+      spawn(process.execPath, [script, JSON.stringify(spec)], { stdio: ["pipe", "pipe", "pipe"] }),
+    )
+    let out = ""
+    let err = ""
+    let cpuStart = null
+    let cpuMs = null
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL")
+      reject(new Error(`load generator did not finish within ${timeoutMs} ms`))
+    }, timeoutMs)
+    child.stdout.setEncoding("utf8")
+    child.stdout.on("data", (text) => {
+      out += text
+      if (text.includes("phase measure-start")) cpuStart = cpuOf()
+      if (text.includes("phase measure-end") && cpuStart !== null) {
+        const end = cpuOf()
+        cpuMs = end === null ? null : end - cpuStart
+      }
+    })
+    child.stderr.setEncoding("utf8")
+    child.stderr.on("data", (text) => (err += text))
+    child.once("exit", (code) => {
+      clearTimeout(timer)
+      const last = out.trim().split("\n").at(-1) ?? ""
+      try {
+        resolve({ ...JSON.parse(last), cpuMs })
+      } catch {
+        reject(new Error(`load generator exited (${code}) without a result:\n${err.slice(-2000)}`))
+      }
+    })
+  })

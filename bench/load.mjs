@@ -1,0 +1,190 @@
+// The load generator, run by bench/run.mjs in its own process (so it never shares an event loop with a
+// server under test). One run per process: `node bench/load.mjs '<spec JSON>'`.
+//
+// spec: { origin, path, headers, body, stream, terminal, mode, warmupS, durationS, concurrency, rps }
+//   mode "closed":  `concurrency` requests always in flight for warmupS + durationS;
+//                   rate = responses completed inside the measured window ÷ durationS.
+//   mode "open":    one request every 1/rps s scheduled by time, not by completion (open loop, so a slow
+//                   server cannot slow the sender down); latency = completion − scheduled send time, for
+//                   requests scheduled inside the measured window.
+// A response counts only when its status is 2xx and its body was read to the end (streams: the last
+// bytes contain `terminal`). Everything else is counted in `errors` by kind, warm-up included.
+//
+// Prints `phase measure-start` / `phase measure-end` lines at the window edges (run.mjs samples the
+// server's CPU time there), then one JSON line with the result.
+import { performance } from "node:perf_hooks"
+import { Pool } from "undici"
+
+const spec = JSON.parse(process.argv[2])
+const payload = Buffer.from(spec.body)
+const terminal = spec.terminal === undefined ? undefined : Buffer.from(spec.terminal)
+const warmupMs = spec.warmupS * 1000
+const durationMs = spec.durationS * 1000
+
+const pool = new Pool(spec.origin, {
+  connections: spec.concurrency,
+  pipelining: 1,
+  keepAliveTimeout: 30_000,
+  headersTimeout: 10_000,
+  bodyTimeout: 10_000,
+})
+
+const stats = { errors: {}, events: 0, bytes: 0, ok: 0 }
+const countError = (kind) => {
+  stats.errors[kind] = (stats.errors[kind] ?? 0) + 1
+}
+
+/** Event separators (`\n\n`) in one chunk; `carry` is whether the previous chunk ended in `\n`. */
+const countEvents = (chunk, carry) => {
+  let events = carry && chunk[0] === 10 ? 1 : 0
+  let at = chunk.indexOf("\n\n")
+  while (at !== -1) {
+    events++
+    at = chunk.indexOf("\n\n", at + 2)
+  }
+  return events
+}
+
+/** Sends one request and reads the response to its end. Resolves true when it counts as a success. */
+const send = async () => {
+  let response
+  try {
+    response = await pool.request({ path: spec.path, method: "POST", headers: spec.headers, body: payload })
+  } catch (error) {
+    countError(`error:${error?.code ?? error?.name ?? "unknown"}`)
+    return false
+  }
+  const { statusCode, body } = response
+  try {
+    if (statusCode < 200 || statusCode > 299) {
+      await body.dump()
+      countError(`status:${statusCode}`)
+      return false
+    }
+    if (!spec.stream) {
+      stats.bytes += (await body.arrayBuffer()).byteLength
+      stats.ok++
+      return true
+    }
+    let tail = Buffer.alloc(0)
+    let endsInNewline = false
+    let bytes = 0
+    let events = 0
+    for await (const chunk of body) {
+      bytes += chunk.length
+      events += countEvents(chunk, endsInNewline)
+      endsInNewline = chunk[chunk.length - 1] === 10
+      tail =
+        chunk.length >= 64 ? chunk.subarray(chunk.length - 64) : Buffer.concat([tail, chunk]).subarray(-64)
+    }
+    if (terminal !== undefined && tail.indexOf(terminal) === -1) {
+      countError("incomplete-stream")
+      return false
+    }
+    stats.bytes += bytes
+    stats.events += events
+    stats.ok++
+    return true
+  } catch (error) {
+    countError(`error:${error?.code ?? error?.name ?? "unknown"}`)
+    return false
+  }
+}
+
+/** Announces the window edges; resolves once the end has been announced. */
+const markPhases = (start) => {
+  setTimeout(
+    () => process.stdout.write("phase measure-start\n"),
+    Math.max(0, start + warmupMs - performance.now()),
+  )
+  return new Promise((resolve) =>
+    setTimeout(
+      () => {
+        process.stdout.write("phase measure-end\n")
+        resolve()
+      },
+      Math.max(0, start + warmupMs + durationMs - performance.now()),
+    ),
+  )
+}
+
+const closedLoop = async () => {
+  const start = performance.now()
+  const from = start + warmupMs
+  const to = from + durationMs
+  const ended = markPhases(start)
+  let completed = 0
+  const worker = async () => {
+    while (performance.now() < to) {
+      const ok = await send()
+      const done = performance.now()
+      if (ok && done >= from && done <= to) completed++
+    }
+  }
+  await Promise.all([ended, ...Array.from({ length: spec.concurrency }, worker)])
+  return { completed, rate: completed / spec.durationS }
+}
+
+const openLoop = () =>
+  new Promise((resolve) => {
+    const start = performance.now()
+    const from = start + warmupMs
+    const to = from + durationMs
+    const interval = 1000 / spec.rps
+    const latencies = []
+    const inFlight = new Set()
+    let next = start
+    let sent = 0
+    let maxLagMs = 0
+    const ended = markPhases(start)
+    const fire = (scheduled) => {
+      sent++
+      const request = send().then((ok) => {
+        if (ok && scheduled >= from) latencies.push(performance.now() - scheduled)
+        inFlight.delete(request)
+      })
+      inFlight.add(request)
+    }
+    const tick = () => {
+      const now = performance.now()
+      maxLagMs = Math.max(maxLagMs, now - next)
+      while (next <= now && next < to) {
+        fire(next)
+        next += interval
+      }
+      if (next < to) {
+        setTimeout(tick, Math.max(0, next - performance.now()))
+        return
+      }
+      void Promise.all([ended, ...inFlight]).then(() => {
+        latencies.sort((a, b) => a - b)
+        const at = (q) =>
+          latencies.length === 0 ? null : latencies[Math.max(0, Math.ceil(q * latencies.length) - 1)]
+        resolve({
+          sent,
+          completed: latencies.length,
+          rate: latencies.length / spec.durationS,
+          p50Ms: at(0.5),
+          p90Ms: at(0.9),
+          p99Ms: at(0.99),
+          maxMs: at(1),
+          maxSenderLagMs: maxLagMs,
+        })
+      })
+    }
+    tick()
+  })
+
+const result = spec.mode === "open" ? await openLoop() : await closedLoop()
+await pool.close()
+const errorCount = Object.values(stats.errors).reduce((sum, n) => sum + n, 0)
+process.stdout.write(
+  `${JSON.stringify({
+    ...result,
+    errors: stats.errors,
+    errorCount,
+    bytesPerResponse: stats.ok === 0 ? 0 : Math.round(stats.bytes / stats.ok),
+    eventsPerStream: spec.stream && stats.ok > 0 ? Math.round((stats.events / stats.ok) * 10) / 10 : null,
+  })}\n`,
+)
+process.exit(0)

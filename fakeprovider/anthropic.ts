@@ -1,0 +1,135 @@
+/**
+ * Anthropic Messages wire format (also served for Vertex rawPredict / streamRawPredict).
+ * https://docs.anthropic.com/en/api/messages and https://docs.anthropic.com/en/docs/build-with-claude/streaming
+ */
+import type { BodyPlan } from "./emit.js"
+import { tokenText } from "./tokens.js"
+
+/** What one generated message says. */
+export interface MessageFacts {
+  /** `msg_…` */
+  readonly id: string
+  readonly model: string
+  readonly inputTokens: number
+  readonly outputTokens: number
+  /** True: `stop_reason` is `max_tokens`, else `end_turn`. */
+  readonly hitLimit: boolean
+  /** False for `no-usage`: no usage fields at all. */
+  readonly usage: boolean
+}
+
+const json = JSON.stringify
+
+const sse = (event: string, data: string): string => `event: ${event}\ndata: ${data}\n\n`
+
+const stopReason = (facts: MessageFacts): string => (facts.hitLimit ? "max_tokens" : "end_turn")
+
+const usage = (input: number, output: number): string =>
+  `{"input_tokens":${input},"output_tokens":${output},"cache_creation_input_tokens":0,"cache_read_input_tokens":0}`
+
+const messageStart = (facts: MessageFacts): string => {
+  const usageField = facts.usage ? `,"usage":${usage(facts.inputTokens, 1)}` : ""
+  return sse(
+    "message_start",
+    `{"type":"message_start","message":{"id":${json(facts.id)},"type":"message","role":"assistant",` +
+      `"model":${json(facts.model)},"content":[],"stop_reason":null,"stop_sequence":null${usageField}}}`,
+  )
+}
+
+const ping = sse("ping", `{"type": "ping"}`)
+
+/** A non-stream message as JSON fragments: the text sits between `head` and `tail`. */
+export const messageJson = (facts: MessageFacts): BodyPlan => ({
+  head: [
+    `{"id":${json(facts.id)},"type":"message","role":"assistant","model":${json(facts.model)},` +
+      `"content":[{"type":"text","text":"`,
+  ],
+  tokens: facts.outputTokens,
+  token: tokenText,
+  tail: [
+    `"}],"stop_reason":"${stopReason(facts)}","stop_sequence":null` +
+      (facts.usage ? `,"usage":${usage(facts.inputTokens, facts.outputTokens)}` : "") +
+      "}",
+  ],
+  malformed: `"oops`,
+})
+
+/** A message stream: message_start, content_block_start, ping, one text_delta per token, then the end events. */
+export const messageStream = (facts: MessageFacts): BodyPlan => ({
+  head: [
+    messageStart(facts),
+    sse(
+      "content_block_start",
+      `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`,
+    ),
+    ping,
+  ],
+  tokens: facts.outputTokens,
+  token: (index) =>
+    sse(
+      "content_block_delta",
+      `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"${tokenText(index)}"}}`,
+    ),
+  tail: [
+    sse("content_block_stop", `{"type":"content_block_stop","index":0}`),
+    sse(
+      "message_delta",
+      `{"type":"message_delta","delta":{"stop_reason":"${stopReason(facts)}","stop_sequence":null}` +
+        (facts.usage ? `,"usage":{"output_tokens":${facts.outputTokens}}` : "") +
+        "}",
+    ),
+    sse("message_stop", `{"type":"message_stop"}`),
+  ],
+  malformed: `event: content_block_delta\ndata: {"type":"content_block_delta",oops\n\n`,
+})
+
+/** An error body: `{"type":"error","error":{"type","message"}}`. */
+export const errorJson = (type: string, message: string): string =>
+  `{"type":"error","error":{"type":${json(type)},"message":${json(message)}}}`
+
+/** A 200 stream that reports an error in band: message_start, ping, then `event: error`, then the end. */
+export const inbandErrorStream = (facts: MessageFacts, type: string): BodyPlan => ({
+  head: [messageStart(facts), ping],
+  tokens: 0,
+  token: tokenText,
+  tail: [sse("error", errorJson(type, `fake in-band ${type}`))],
+  malformed: "",
+})
+
+/** The error type the real API uses for an HTTP status. */
+export const errorTypeForStatus = (status: number): string => {
+  switch (status) {
+    case 401:
+      return "authentication_error"
+    case 402:
+      return "billing_error"
+    case 403:
+      return "permission_error"
+    case 404:
+      return "not_found_error"
+    case 413:
+      return "request_too_large"
+    case 429:
+      return "rate_limit_error"
+    case 529:
+      return "overloaded_error"
+    default:
+      return status >= 500 ? "api_error" : "invalid_request_error"
+  }
+}
+
+/** The HTTP status of an error type (for `inband-error:TYPE` on a non-stream request). */
+export const statusForErrorType = (type: string): number => {
+  const statuses: Record<string, number> = {
+    invalid_request_error: 400,
+    authentication_error: 401,
+    billing_error: 402,
+    permission_error: 403,
+    not_found_error: 404,
+    request_too_large: 413,
+    rate_limit_error: 429,
+    api_error: 500,
+    overloaded_error: 529,
+  }
+  return statuses[type] ?? 500
+}

@@ -1,0 +1,87 @@
+/**
+ * Writes a generated response body lazily (a million tokens never sit in memory at once), honouring
+ * backpressure, `delay:MS` and the `*-after:N-tokens` scenarios.
+ */
+import type { Exchange } from "./exchange.js"
+import type { AfterTokens } from "./scenario.js"
+
+/**
+ * A response body as pieces: `head`, then `tokens` pieces made by `token(i)`, then `tail`. For a stream each
+ * piece is one SSE event; for JSON they are fragments whose concatenation is the document.
+ */
+export interface BodyPlan {
+  readonly head: ReadonlyArray<string>
+  readonly tokens: number
+  readonly token: (index: number) => string
+  readonly tail: ReadonlyArray<string>
+  /** Sent by `malformed-after:N-tokens` before the response ends: not valid JSON in this format. */
+  readonly malformed: string
+}
+
+/** How to write a body. */
+export interface EmitOptions {
+  /** Stream: one write per piece with `delayMs` before each; JSON: pieces coalesced into ~16 KiB writes. */
+  readonly stream: boolean
+  /** Milliseconds before each stream event. Default 0. */
+  readonly delayMs?: number
+  /** Stop after this many tokens (or after the last token when there are fewer) and hang, reset or corrupt. */
+  readonly after?: AfterTokens
+}
+
+const coalesceBytes = 16 * 1024
+
+/** Writes `plan` to the exchange and ends the response (unless a scenario hangs or drops it). */
+export const emitBody = async (exchange: Exchange, plan: BodyPlan, options: EmitOptions): Promise<void> => {
+  const delayMs = options.stream ? (options.delayMs ?? 0) : 0
+  let pending: Array<string> = []
+  let pendingLength = 0
+
+  const flush = async (): Promise<void> => {
+    if (pending.length === 0) return
+    const chunk = pending.join("")
+    pending = []
+    pendingLength = 0
+    await exchange.write(chunk)
+  }
+  const put = async (piece: string): Promise<void> => {
+    if (options.stream) {
+      if (delayMs > 0) await exchange.sleep(delayMs)
+      const wait = exchange.write(piece)
+      if (wait !== undefined) await wait
+      return
+    }
+    pending.push(piece)
+    pendingLength += piece.length
+    if (pendingLength >= coalesceBytes) await flush()
+  }
+  const act = async (after: AfterTokens): Promise<void> => {
+    await flush()
+    if (exchange.closed) return
+    switch (after.action) {
+      case "hang":
+        return exchange.waitClose()
+      case "reset":
+        return exchange.dropConnection()
+      case "malformed":
+        if (delayMs > 0) await exchange.sleep(delayMs)
+        return exchange.end(plan.malformed)
+    }
+  }
+
+  for (const piece of plan.head) {
+    if (exchange.closed) return
+    await put(piece)
+  }
+  for (let index = 0; index < plan.tokens; index++) {
+    if (exchange.closed) return
+    if (options.after !== undefined && index === options.after.tokens) return act(options.after)
+    await put(plan.token(index))
+  }
+  if (options.after !== undefined) return act(options.after)
+  for (const piece of plan.tail) {
+    if (exchange.closed) return
+    await put(piece)
+  }
+  await flush()
+  exchange.end()
+}

@@ -1,0 +1,103 @@
+/**
+ * `fakeprovider --listen HOST:PORT [--scenario S] [--name N]`: the fake provider binary (bin/fakeprovider).
+ * Exit codes: 0 after SIGTERM/SIGINT or `--help`, 1 bad usage, 2 runtime failure (port in use).
+ */
+import { ScenarioError, startFakeProvider } from "./server.js"
+
+const usage = `usage: fakeprovider --listen HOST:PORT [--scenario S] [--name N]
+
+Answers the Anthropic (/v1/messages, /v1/messages/count_tokens), OpenAI/Ollama
+(/v1/chat/completions) and Vertex (.../publishers/anthropic/models/M:rawPredict,
+:streamRawPredict) wire formats deterministically.
+
+flags (single-dash spellings such as -listen also work; --flag=value too):
+  --listen HOST:PORT   address to listen on; port 0 picks a free port (default 127.0.0.1:0)
+  --scenario S         scenario for every request (default ok); the x-fake-scenario
+                       request header overrides it. Comma-separated items:
+                         ok, status:N, status:N:RETRY_AFTER, hang-before-headers,
+                         hang-after:N-tokens, reset-after:N-tokens, malformed-after:N-tokens,
+                         no-usage, tokens:N, max-tokens, delay:MS, error-body-stall:N,
+                         inband-error:TYPE
+  --name N             echoed in an x-fake-name response header
+  --help               print this help
+
+GET /_fake/requests lists the last 100 requests; DELETE /_fake/requests resets the list.
+Prints "listening on http://HOST:PORT" when ready.
+`
+
+interface Args {
+  readonly host: string
+  readonly port: number
+  readonly scenario?: string
+  readonly name?: string
+}
+
+class UsageError extends Error {}
+
+const parseListen = (value: string): { host: string; port: number } => {
+  const match = /^(?:\[([^\]]+)\]|([^:]*)):(\d{1,5})$/.exec(value)
+  const port = match === null ? NaN : Number(match[3])
+  if (match === null || port > 65535) throw new UsageError(`--listen: expected HOST:PORT, got "${value}"`)
+  const host = match[1] ?? match[2] ?? ""
+  return { host: host === "" ? "0.0.0.0" : host, port }
+}
+
+/** Parses argv (without node and the script); undefined means `--help`. */
+const parseArgs = (argv: ReadonlyArray<string>): Args | undefined => {
+  const values: Record<string, string> = {}
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] ?? ""
+    const flag = /^--?([a-z]+)(?:=(.*))?$/s.exec(arg)
+    if (flag === null) throw new UsageError(`unexpected argument "${arg}"`)
+    const name = flag[1] ?? ""
+    if (name === "help" || name === "h") return undefined
+    if (name !== "listen" && name !== "scenario" && name !== "name")
+      throw new UsageError(`unknown flag "${arg}"`)
+    const value = flag[2] ?? argv[++i]
+    if (value === undefined) throw new UsageError(`${arg} needs a value`)
+    values[name] = value
+  }
+  const { host, port } = parseListen(values["listen"] ?? "127.0.0.1:0")
+  return {
+    host,
+    port,
+    ...(values["scenario"] !== undefined ? { scenario: values["scenario"] } : {}),
+    ...(values["name"] !== undefined ? { name: values["name"] } : {}),
+  }
+}
+
+const fail = (message: string, code: number): never => {
+  process.stderr.write(`fakeprovider: ${message}\n`)
+  process.exit(code)
+}
+
+const main = async (): Promise<void> => {
+  let args: Args | undefined
+  try {
+    args = parseArgs(process.argv.slice(2))
+  } catch (error) {
+    return fail(`${error instanceof Error ? error.message : String(error)}\n\n${usage}`, 1)
+  }
+  if (args === undefined) {
+    process.stdout.write(usage)
+    return
+  }
+  const { host, port } = args
+  const handle = await startFakeProvider(args).catch((error: unknown) => {
+    if (error instanceof ScenarioError) return fail(error.message, 1)
+    return fail(
+      `cannot listen on ${host}:${port}: ${error instanceof Error ? error.message : String(error)}`,
+      2,
+    )
+  })
+  const shownHost = host.includes(":") ? `[${host}]` : host
+  process.stdout.write(`listening on http://${shownHost}:${handle.port}\n`)
+
+  const stop = (): void => {
+    void handle.close().then(() => process.exit(0))
+  }
+  process.once("SIGTERM", stop)
+  process.once("SIGINT", stop)
+}
+
+void main()

@@ -1,0 +1,183 @@
+/**
+ * The fake provider: a plain `node:http` server that answers the Anthropic, OpenAI/Ollama and Vertex wire
+ * formats deterministically, misbehaves on request (scenarios), and records what reached it.
+ */
+import { createServer } from "node:http"
+import type { IncomingMessage, ServerResponse } from "node:http"
+import type { Socket } from "node:net"
+import * as Anthropic from "./anthropic.js"
+import { Exchange } from "./exchange.js"
+import type { FakeRequest, Headers } from "./exchange.js"
+import { handleEndpoint } from "./handlers.js"
+import type { Endpoint } from "./handlers.js"
+import { RequestLog } from "./requestLog.js"
+import type { FakeRequestLog } from "./requestLog.js"
+import { parseScenario, ScenarioError } from "./scenario.js"
+import type { Scenario } from "./scenario.js"
+
+export type { FakeRequest } from "./exchange.js"
+export type { FakeRequestLog } from "./requestLog.js"
+export { ScenarioError } from "./scenario.js"
+
+/** Options of {@link startFakeProvider}. */
+export interface FakeProviderOptions {
+  /** Interface to listen on. Default `127.0.0.1`. */
+  readonly host?: string
+  /** TCP port; 0 picks a free one. Default 0. */
+  readonly port?: number
+  /** Scenario for every request unless `x-fake-scenario` overrides it. Default `ok`. */
+  readonly scenario?: string
+  /** Echoed in an `x-fake-name` header on every response. */
+  readonly name?: string
+}
+
+/** A running fake provider. */
+export interface FakeProviderHandle {
+  /** `http://HOST:PORT`, no trailing slash (HOST `127.0.0.1` when listening on every interface). */
+  readonly url: string
+  /** The real port. */
+  readonly port: number
+  /** What reached the provider: the count since the last reset and the last 100 requests. */
+  readonly requests: () => FakeRequestLog
+  /** Forgets the recorded requests. */
+  readonly reset: () => void
+  /** Destroys every open connection (hanging ones too) and resolves when the server has closed. */
+  readonly close: () => Promise<void>
+}
+
+const vertexPath =
+  /^\/v1\/projects\/[^/]+\/locations\/[^/]+\/publishers\/anthropic\/models\/([^/:]+):(rawPredict|streamRawPredict)$/
+
+/** The model endpoint of a POST path (query string removed), or undefined. */
+const route = (path: string): Endpoint | undefined => {
+  if (path === "/v1/messages") return { kind: "messages" }
+  if (path === "/v1/messages/count_tokens") return { kind: "count_tokens" }
+  if (path === "/v1/chat/completions") return { kind: "chat_completions" }
+  const vertex = vertexPath.exec(path)
+  if (vertex === null) return undefined
+  const model = decodeURIComponent(vertex[1] ?? "")
+  if (model === "count-tokens")
+    return vertex[2] === "rawPredict" ? { kind: "vertex_count_tokens" } : undefined
+  return { kind: "vertex", model, stream: vertex[2] === "streamRawPredict" }
+}
+
+const headerObject = (req: IncomingMessage): Record<string, string> => {
+  const headers: Record<string, string> = {}
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(", ") : value
+  }
+  return headers
+}
+
+const parseBody = (text: string): unknown => {
+  if (text === "") return ""
+  try {
+    return JSON.parse(text) as unknown
+  } catch {
+    return text
+  }
+}
+
+/** Reads the whole request body; undefined when the client went away first. */
+const readBody = (req: IncomingMessage): Promise<string | undefined> =>
+  new Promise((resolve) => {
+    const chunks: Array<Buffer> = []
+    req.on("data", (chunk: Buffer) => chunks.push(chunk))
+    req.once("end", () => resolve(Buffer.concat(chunks).toString("utf8")))
+    req.once("close", () => resolve(undefined))
+    req.once("error", () => resolve(undefined))
+  })
+
+const jsonType = { "content-type": "application/json" }
+
+/** Starts a fake provider; rejects when the scenario does not parse or the port cannot be bound. */
+export const startFakeProvider = async (options: FakeProviderOptions = {}): Promise<FakeProviderHandle> => {
+  const host = options.host ?? "127.0.0.1"
+  const defaultScenario = parseScenario(options.scenario ?? "ok")
+  const extraHeaders: Headers = options.name !== undefined ? { "x-fake-name": options.name } : {}
+  const log = new RequestLog()
+  const sockets = new Set<Socket>()
+
+  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const method = req.method ?? "GET"
+    const target = req.url ?? "/"
+    const path = target.split("?")[0] ?? "/"
+    const entry: FakeRequest = {
+      method,
+      path: target,
+      headers: headerObject(req),
+      body: "",
+      aborted: false,
+      bytes_sent: 0,
+    }
+    const exchange = new Exchange(res, entry, extraHeaders)
+
+    if (path === "/_fake/requests") {
+      req.resume()
+      if (method === "DELETE") log.reset()
+      if (method !== "GET" && method !== "DELETE")
+        return exchange.respond(405, { ...jsonType, allow: "GET, DELETE" }, "{}")
+      return exchange.respond(
+        200,
+        jsonType,
+        method === "GET" ? JSON.stringify(log.snapshot()) : `{"count":0,"recent":[]}`,
+      )
+    }
+
+    log.add(entry)
+    const text = await readBody(req)
+    if (text === undefined) return
+    entry.body = parseBody(text)
+
+    const endpoint = method === "POST" ? route(path) : undefined
+    if (endpoint === undefined) {
+      const body = Anthropic.errorJson("not_found_error", `fake provider: no endpoint for ${method} ${path}`)
+      return exchange.respond(404, jsonType, body)
+    }
+    let scenario: Scenario = defaultScenario
+    const override = req.headers["x-fake-scenario"]
+    if (typeof override === "string") {
+      try {
+        scenario = parseScenario(override)
+      } catch (error) {
+        const message = error instanceof ScenarioError ? error.message : "invalid x-fake-scenario"
+        return exchange.respond(400, jsonType, Anthropic.errorJson("invalid_request_error", message))
+      }
+    }
+    return handleEndpoint(exchange, endpoint, text, scenario)
+  }
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch(() => res.destroy())
+  })
+  server.on("connection", (socket) => {
+    sockets.add(socket)
+    socket.once("close", () => sockets.delete(socket))
+  })
+
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject)
+    server.listen(options.port ?? 0, host, () => {
+      server.off("error", reject)
+      resolve()
+    })
+  })
+  const address = server.address()
+  const port = typeof address === "object" && address !== null ? address.port : (options.port ?? 0)
+  const urlHost = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host
+
+  let closing: Promise<void> | undefined
+  return {
+    url: `http://${urlHost}:${port}`,
+    port,
+    requests: () => log.snapshot(),
+    reset: () => log.reset(),
+    close: () => {
+      closing ??= new Promise((resolve) => {
+        server.close(() => resolve())
+        for (const socket of sockets) socket.destroy()
+      })
+      return closing
+    },
+  }
+}

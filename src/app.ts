@@ -1,0 +1,19 @@
+import { Layer } from "effect"
+import { Config } from "./config/Config.js"
+import type { TollgateConfig } from "./config/model.js"
+import * as Deadlines from "./gateway/Deadlines.js"
+import * as Gateway from "./gateway/Gateway.js"
+import * as Server from "./http/Server.js"
+import { UsageLog } from "./meter/UsageLog.js"
+import * as Providers from "./providers/Providers.js"
+
+/**
+ * The whole gateway for one decoded config: every layer, composed once.
+ * Entry points (`tollgate serve`, `tollgate demo`, tests) build this.
+ */
+export const appLayer = (config: TollgateConfig) => {
+  const base = Layer.mergeAll(Providers.layer, Deadlines.layer, UsageLog.layer(config.usageFile)).pipe(
+    Layer.provideMerge(Config.layerFrom(config)),
+  )
+  return Server.layer.pipe(Layer.provide(Gateway.layer), Layer.provide(base))
+}

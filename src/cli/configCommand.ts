@@ -1,0 +1,34 @@
+/**
+ * `tollgate config validate [--config FILE]`: loads and checks the config and the price table
+ * without starting anything (the same decoder `serve` uses).
+ */
+import { Command } from "@effect/cli"
+import { Console, Effect } from "effect"
+import { loadConfig } from "../config/load.js"
+import { configOption, resolveConfigPath } from "./options.js"
+
+/**
+ * Prints `ok` and then `warning: …` lines on stdout when the config is valid. Otherwise prints
+ * one `path: message` line per problem on stderr and fails with `ConfigInvalid` (exit 1 at the entry point).
+ */
+export const validateCommand = Command.make("validate", { config: configOption }, ({ config }) =>
+  Effect.gen(function* () {
+    const path = yield* resolveConfigPath(config)
+    const { warnings } = yield* loadConfig(path, "validate").pipe(
+      Effect.tapError((invalid) => Effect.forEach(invalid.problems, (problem) => Console.error(problem))),
+    )
+    yield* Console.log("ok")
+    yield* Effect.forEach(warnings, (warning) => Console.log(`warning: ${warning}`))
+  }),
+).pipe(
+  Command.withDescription(
+    "Load and check the config and its price table without starting anything. " +
+      "Prints ok (and warnings) or one line per problem with its path.",
+  ),
+)
+
+/** `tollgate config …`. */
+export const configCommand = Command.make("config").pipe(
+  Command.withDescription("Work with the Tollgate configuration."),
+  Command.withSubcommands([validateCommand]),
+)

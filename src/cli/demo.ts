@@ -1,0 +1,89 @@
+import { Console, ConfigProvider, Effect } from "effect"
+import { mkdtempSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { startFakeProvider } from "../../fakeprovider/server.js"
+import { decodeConfig } from "../config/load.js"
+import { generateKey, hashKey } from "../keys/keys.js"
+import { runGateway } from "./serve.js"
+
+const UPSTREAM_KEY_ENV = "TOLLGATE_DEMO_UPSTREAM_KEY"
+
+const demoConfig = (listen: string, primary: string, backup: string, keyHash: string, usageFile: string) => ({
+  server: { listen },
+  usage: { file: usageFile },
+  providers: {
+    primary: { kind: "anthropic", base_url: primary, api_key_env: UPSTREAM_KEY_ENV },
+    backup: { kind: "anthropic", base_url: backup, api_key_env: UPSTREAM_KEY_ENV },
+    openai: { kind: "openai", base_url: primary, api_key_env: UPSTREAM_KEY_ENV },
+  },
+  routes: {
+    "claude-demo": {
+      api: "anthropic",
+      targets: [
+        { provider: "primary", model: "claude-sonnet-5-5" },
+        { provider: "backup", model: "claude-sonnet-5-5" },
+      ],
+    },
+    "gpt-demo": { api: "openai", targets: [{ provider: "openai", model: "gpt-5-mini" }] },
+  },
+  tenants: {
+    demo: {
+      keys: [{ id: "demo", sha256: keyHash }],
+      routes: "*",
+      limits: { requests_per_minute: 600, tokens_per_minute: 400000 },
+      budgets: { month: { limit_usd: 5, mode: "hard" } },
+    },
+  },
+})
+
+const demoPrices = {
+  prices: [
+    { model: "claude-sonnet-5-5", input: 3, output: 10, cache_read: 0.3, cache_write: 3.75 },
+    { model: "gpt-5-mini", input: 0.25, output: 2, cache_read: 0.025, cache_write: 0 },
+  ],
+}
+
+/**
+ * `tollgate demo`: two fake providers and the gateway on a built-in config
+ * (memory store), a fresh key, and a ready curl line. Runs until Ctrl-C.
+ */
+export const demo = (listen: string) =>
+  Effect.gen(function* () {
+    const fakes = yield* Effect.acquireRelease(
+      Effect.promise(() =>
+        Promise.all([startFakeProvider({ name: "primary" }), startFakeProvider({ name: "backup" })]),
+      ),
+      (started) => Effect.promise(() => Promise.all(started.map((fake) => fake.close()))),
+    )
+    const key = generateKey()
+    const dir = mkdtempSync(join(tmpdir(), "tollgate-demo-"))
+    const usageFile = join(dir, "usage.jsonl")
+    const raw = demoConfig(listen, fakes[0].url, fakes[1].url, hashKey(key), usageFile)
+    const { config } = yield* decodeConfig(raw, {
+      path: join(dir, "tollgate.yaml"),
+      mode: "serve",
+      prices: demoPrices,
+    }).pipe(
+      Effect.withConfigProvider(ConfigProvider.fromMap(new Map([[UPSTREAM_KEY_ENV, "demo-upstream-key"]]))),
+    )
+    return yield* runGateway(config, (url) =>
+      Console.log(
+        [
+          "",
+          `Tollgate demo: fake providers at ${fakes[0].url} (primary) and ${fakes[1].url} (backup).`,
+          `Client key (shown once): ${key}`,
+          `Usage records: ${usageFile}`,
+          "",
+          "Try:",
+          `  curl -s ${url}/v1/messages -H "x-api-key: ${key}" -H "content-type: application/json" \\`,
+          `    -d '{"model":"claude-demo","max_tokens":16,"messages":[{"role":"user","content":"Hello, Tollgate!"}]}'`,
+          "",
+          `  curl -s ${url}/v1/chat/completions -H "authorization: Bearer ${key}" -H "content-type: application/json" \\`,
+          `    -d '{"model":"gpt-demo","stream":true,"messages":[{"role":"user","content":"Hello, Tollgate!"}]}'`,
+          "",
+          "Press Ctrl-C to stop.",
+        ].join("\n"),
+      ),
+    )
+  }).pipe(Effect.scoped)

@@ -1,0 +1,50 @@
+/**
+ * `tollgate keys create --tenant NAME [--id ID]`: makes a client key. The secret is printed
+ * once; the config stores only its SHA-256.
+ */
+import { Command, Options } from "@effect/cli"
+import { Console, Option } from "effect"
+import { stringify } from "yaml"
+import { formatPath } from "../config/problems.js"
+import { generateKey, generateKeyId, hashKey } from "../keys/keys.js"
+import { nameOption } from "./options.js"
+
+/** The YAML list entry for a tenant's `keys` (`- id: ID` / `  sha256: HEX`). */
+export const keyEntryYaml = (id: string, sha256: string): string => stringify([{ id, sha256 }]).trimEnd()
+
+/** The full output of `keys create`: the secret once, then the entry to paste. */
+export const keyCreatedText = (tenant: string, id: string, secret: string): string =>
+  [
+    `secret (shown only once; give it to the client): ${secret}`,
+    "",
+    `Add this entry under ${formatPath(["tenants", tenant, "keys"])} in the config, then restart Tollgate:`,
+    "",
+    keyEntryYaml(id, hashKey(secret)),
+  ].join("\n")
+
+const tenantOption = nameOption(
+  "tenant",
+  "Tenant that will own the key (a name under tenants in the config).",
+)
+
+const idOption = nameOption(
+  "id",
+  "Key id shown in usage records. Default: key- and 8 random characters.",
+).pipe(Options.optional)
+
+/** Prints a new secret (`tg_` + 32 base62 characters) and its `keys` entry; reads no config. */
+export const createCommand = Command.make(
+  "create",
+  { tenant: tenantOption, id: idOption },
+  ({ tenant, id }) => Console.log(keyCreatedText(tenant, Option.getOrElse(id, generateKeyId), generateKey())),
+).pipe(
+  Command.withDescription(
+    "Make a new client key: prints the secret once and the YAML entry (id and sha256) to paste under the tenant's keys.",
+  ),
+)
+
+/** `tollgate keys …`. */
+export const keysCommand = Command.make("keys").pipe(
+  Command.withDescription("Manage client keys."),
+  Command.withSubcommands([createCommand]),
+)

@@ -1,0 +1,215 @@
+/**
+ * Parsed YAML → {@link TollgateConfig}: every section decoded on its own (so one bad section
+ * does not hide problems in another), the price table loaded, the cross-section checks run,
+ * and all problems reported together.
+ */
+import * as NodePath from "node:path"
+import { Effect, Either, Schema } from "effect"
+import { checkBudgetPrices, checkKeyHashes, checkProviderEnv, checkRoutes, checkTenants } from "./checks.js"
+import { decodeNamed, salvageProvider, salvageRoute, salvageTenant, viewsOf } from "./entries.js"
+import type { PriceEntry, ProviderConfig, RouteConfig, TenantConfig, TollgateConfig } from "./model.js"
+import { decodePriceTable } from "./pricing.js"
+import { ConfigInvalid, formatPath, parseErrorProblems } from "./problems.js"
+import * as S from "./schema.js"
+import { describeYamlError, readYamlFile } from "./yamlFile.js"
+
+/** `serve` refuses unset provider key env vars; `validate` only warns about them. */
+export type LoadMode = "serve" | "validate"
+
+export interface DecodeOptions {
+  /** Path of the config file; relative paths in it resolve against its folder. */
+  readonly path: string
+  readonly mode: LoadMode
+  /** The price file's content (`{ prices: [...] }` or just the list); when given, `pricing.file` is not read. */
+  readonly prices?: unknown
+  /** Folder that absent `usage.file` / `pricing.file` defaults resolve against. Default `process.cwd()`. */
+  readonly cwd?: string
+}
+
+/** A decoded config and the warnings to log (each one line, `path: message`). */
+export interface Loaded {
+  readonly config: TollgateConfig
+  readonly warnings: ReadonlyArray<string>
+}
+
+/** Default `usage.file`, relative to the working directory. */
+export const defaultUsageFile = "data/usage.jsonl"
+/** Default `pricing.file`, relative to the working directory. */
+export const defaultPricingFile = "config/pricing.yaml"
+
+/** Sections in file order, each with the value an absent section decodes from. */
+const sections = {
+  server: [S.ServerSection, {}],
+  admin: [S.AdminSection, {}],
+  store: [S.StoreSection, { kind: "memory" }],
+  usage: [S.UsageSection, {}],
+  pricing: [S.PricingSection, {}],
+  reservation: [S.ReservationSection, {}],
+  retry: [S.RetrySection, {}],
+  breaker: [S.BreakerSection, {}],
+  timeouts: [S.TimeoutsSection, {}],
+  sessions: [S.SessionsSection, {}],
+} as const
+const knownKeys = [...Object.keys(sections), "providers", "routes", "tenants"]
+
+const isMapping = (u: unknown): u is Record<string, unknown> =>
+  typeof u === "object" && u !== null && !Array.isArray(u)
+
+/**
+ * Decodes a parsed config (what `yaml` gives for `tollgate.yaml`) exactly as `loadConfig` does
+ * after reading the file: all sections, the price table (read from `pricing.file` unless
+ * `options.prices` is given), the cross-checks and the provider env vars.
+ */
+export const decodeConfig = Effect.fn("Config.decode")(function* (raw: unknown, options: DecodeOptions) {
+  const problems: Array<string> = []
+  const warnings: Array<string> = []
+  const cwd = options.cwd ?? process.cwd()
+  const configPath = NodePath.resolve(cwd, options.path)
+  const root = raw === null || raw === undefined ? {} : raw
+  if (!isMapping(root))
+    return yield* new ConfigInvalid({ problems: [`${configPath}: must be a mapping of sections`] })
+  for (const key of Object.keys(root)) {
+    if (!knownKeys.includes(key)) {
+      problems.push(`${formatPath([key])}: unknown key (expected one of: ${knownKeys.join(", ")})`)
+    }
+  }
+
+  const section = <A, I>(name: keyof typeof sections, schema: Schema.Schema<A, I>): A => {
+    const value = root[name] ?? sections[name][1]
+    const decoded = Schema.decodeUnknownEither(schema)(value, S.parseOptions)
+    if (Either.isRight(decoded)) return decoded.right
+    problems.push(...parseErrorProblems(decoded.left, [name]))
+    return Schema.decodeUnknownSync(schema)(sections[name][1])
+  }
+  const server = section("server", S.ServerSection)
+  const admin = section("admin", S.AdminSection)
+  const store = section("store", S.StoreSection)
+  const usage = section("usage", S.UsageSection)
+  const pricing = section("pricing", S.PricingSection)
+  const reservation = section("reservation", S.ReservationSection)
+  const retry = section("retry", S.RetrySection)
+  const breaker = section("breaker", S.BreakerSection)
+  const timeouts = section("timeouts", S.TimeoutsSection)
+  const sessions = section("sessions", S.SessionsSection)
+  const providerFiles = decodeNamed("providers", root.providers, S.Provider, salvageProvider, problems)
+  const routeFiles = decodeNamed("routes", root.routes, S.Route, salvageRoute, problems)
+  const tenantFiles = decodeNamed("tenants", root.tenants, S.Tenant, salvageTenant, problems)
+
+  const providers = mapValues(providerFiles.decoded, toProvider)
+  const routes = mapValues(routeFiles.decoded, (name, route): RouteConfig => ({
+    name,
+    api: route.api,
+    retry: { ...retry, ...route.retry },
+    timeouts: { ...timeouts, ...route.timeouts },
+    targets: route.targets,
+  }))
+  const tenants = mapValues(tenantFiles.decoded, toTenant)
+
+  const configDir = NodePath.dirname(configPath)
+  const usageFile = resolveFile(usage.file, configDir, defaultUsageFile, cwd)
+  const pricingFile = resolveFile(pricing.file, configDir, defaultPricingFile, cwd)
+  const prices = yield* loadPrices(options.prices, pricingFile, problems, warnings)
+
+  const providerViews = viewsOf(providerFiles.names, providers, providerFiles.salvaged)
+  const tenantViews = viewsOf(tenantFiles.names, tenants, tenantFiles.salvaged)
+  problems.push(
+    ...checkRoutes(
+      viewsOf(routeFiles.names, routes, routeFiles.salvaged).values(),
+      providerViews,
+      providerFiles.names,
+    ),
+  )
+  problems.push(...checkTenants(tenantViews.values(), routeFiles.names))
+  problems.push(...checkKeyHashes(tenantViews.values()))
+  if (prices !== undefined)
+    problems.push(...checkBudgetPrices(tenants, routes, providers, prices, pricingFile))
+  const envProblems = yield* checkProviderEnv(providers)
+  ;(options.mode === "serve" ? problems : warnings).push(...envProblems)
+
+  if (problems.length > 0 || prices === undefined) return yield* new ConfigInvalid({ problems })
+  const config: TollgateConfig = {
+    path: configPath,
+    server: {
+      host: server.listen.host,
+      port: server.listen.port,
+      shutdownGraceMs: server.shutdownGraceMs,
+      maxBodyBytes: server.maxBodyBytes,
+    },
+    admin,
+    store,
+    usageFile,
+    pricingFile,
+    reservation,
+    retry,
+    breaker,
+    timeouts,
+    sessions,
+    providers,
+    routes,
+    tenants,
+    prices,
+  }
+  return { config, warnings } satisfies Loaded
+})
+
+const mapValues = <A, B>(map: ReadonlyMap<string, A>, f: (name: string, a: A) => B): ReadonlyMap<string, B> =>
+  new Map([...map].map(([name, a]) => [name, f(name, a)]))
+
+const toProvider = (name: string, file: S.ProviderFile): ProviderConfig => {
+  switch (file.kind) {
+    case "vertex":
+      return {
+        name,
+        kind: "vertex",
+        project: file.project,
+        region: file.region,
+        baseUrl: file.baseUrl ?? S.vertexBaseUrl(file.region),
+        accessTokenEnv: file.accessTokenEnv,
+      }
+    case "anthropic":
+    case "openai":
+    case "ollama":
+      return { name, ...file }
+  }
+}
+
+const toTenant = (name: string, file: S.TenantFile): TenantConfig => ({
+  name,
+  keys: file.keys,
+  routes: file.routes,
+  limits: { requestsPerMinute: file.limits.requestsPerMinute, tokensPerMinute: file.limits.tokensPerMinute },
+  budgets: { month: file.budgets.month, session: file.budgets.session },
+})
+
+/** An explicit path resolves against the config's folder; an absent one (the default) against `cwd` (ADR 0001). */
+const resolveFile = (
+  explicit: string | undefined,
+  configDir: string,
+  fallback: string,
+  cwd: string,
+): string =>
+  explicit === undefined ? NodePath.resolve(cwd, fallback) : NodePath.resolve(configDir, explicit)
+
+/** The price table from `inline` or `file`; problems are pushed and `undefined` returned when invalid. */
+const loadPrices = (
+  inline: unknown,
+  file: string,
+  problems: Array<string>,
+  warnings: Array<string>,
+): Effect.Effect<ReadonlyArray<PriceEntry> | undefined> =>
+  Effect.gen(function* () {
+    let raw = inline
+    if (inline === undefined) {
+      const read = yield* Effect.either(readYamlFile(file))
+      if (Either.isLeft(read)) {
+        problems.push(`pricing.file: ${describeYamlError(read.left)}`)
+        return undefined
+      }
+      warnings.push(...read.right.warnings.map((warning) => `pricing.file: ${file}:${warning}`))
+      raw = read.right.value
+    }
+    const decoded = decodePriceTable(Array.isArray(raw) ? { prices: raw } : raw, file)
+    if (Either.isRight(decoded)) return decoded.right
+    problems.push(...decoded.left)
+    return undefined
+  })

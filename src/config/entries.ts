@@ -1,0 +1,95 @@
+/**
+ * Decoding the named sections (`providers`, `routes`, `tenants`) entry by entry. An entry that
+ * fails still yields a "view" of the parts that did decode, so the cross-section checks can
+ * report its other problems in the same run.
+ */
+import { Either, Schema } from "effect"
+import type { ProviderView, RouteView, TenantView } from "./checks.js"
+import type { KeyConfig } from "./model.js"
+import { parseErrorProblems } from "./problems.js"
+import * as S from "./schema.js"
+
+/** The entries of one named section. */
+export interface Named<A, V> {
+  /** Entries that decoded completely, in file order. */
+  readonly decoded: ReadonlyMap<string, A>
+  /** What could be read from entries that failed (a subset of the failed names). */
+  readonly salvaged: ReadonlyMap<string, V>
+  /** Every name present in the file, decoded or not. */
+  readonly names: ReadonlySet<string>
+}
+
+const isMapping = (u: unknown): u is Record<string, unknown> =>
+  typeof u === "object" && u !== null && !Array.isArray(u)
+
+const lenient = { errors: "first", onExcessProperty: "ignore" } as const
+
+/**
+ * Decodes each entry of section `section` (absent or `null`: no entries) with `schema`,
+ * pushing `path: message` problems; `salvage` reads what it can from an entry that failed.
+ */
+export const decodeNamed = <A, I, V>(
+  section: string,
+  raw: unknown,
+  schema: Schema.Schema<A, I>,
+  salvage: (name: string, entry: unknown) => V | undefined,
+  problems: Array<string>,
+): Named<A, V> => {
+  const value = raw ?? {}
+  if (!isMapping(value)) {
+    problems.push(`${section}: must be a mapping of names to entries`)
+    return { decoded: new Map(), salvaged: new Map(), names: new Set() }
+  }
+  const decoded = new Map<string, A>()
+  const salvaged = new Map<string, V>()
+  for (const [name, entry] of Object.entries(value)) {
+    const result = Schema.decodeUnknownEither(schema)(entry, S.parseOptions)
+    if (Either.isRight(result)) {
+      decoded.set(name, result.right)
+      continue
+    }
+    problems.push(...parseErrorProblems(result.left, [section, name]))
+    const view = salvage(name, entry)
+    if (view !== undefined) salvaged.set(name, view)
+  }
+  return { decoded, salvaged, names: new Set(Object.keys(value)) }
+}
+
+/** Decoded models and salvaged views together, in file order. */
+export const viewsOf = <V>(names: ReadonlySet<string>, ...maps: ReadonlyArray<ReadonlyMap<string, V>>) => {
+  const views = new Map<string, V>()
+  for (const name of names) {
+    const view = maps.map((map) => map.get(name)).find((found) => found !== undefined)
+    if (view !== undefined) views.set(name, view)
+  }
+  return views
+}
+
+const decodeLenient = <A, I>(schema: Schema.Schema<A, I>, u: unknown): A | undefined =>
+  Either.getOrUndefined(Schema.decodeUnknownEither(schema)(u, lenient))
+
+const ProviderKindOnly = Schema.Struct({ kind: Schema.Literal("anthropic", "openai", "vertex", "ollama") })
+
+/** The kind of a provider entry that failed, if it is a known kind. */
+export const salvageProvider = (name: string, entry: unknown): ProviderView | undefined => {
+  const found = decodeLenient(ProviderKindOnly, entry)
+  return found === undefined ? undefined : { name, kind: found.kind }
+}
+
+const RouteTargetsOnly = Schema.Struct({ api: S.Route.fields.api, targets: S.Route.fields.targets })
+
+/** The api and targets of a route entry that failed, if both are valid. */
+export const salvageRoute = (name: string, entry: unknown): RouteView | undefined => {
+  const found = decodeLenient(RouteTargetsOnly, entry)
+  return found === undefined ? undefined : { name, api: found.api, targets: found.targets }
+}
+
+const TenantRoutesOnly = Schema.Struct({ routes: S.Tenant.fields.routes })
+
+/** The valid route list and the valid keys (by index) of a tenant entry that failed. */
+export const salvageTenant = (name: string, entry: unknown): TenantView | undefined => {
+  if (!isMapping(entry)) return undefined
+  const routes = decodeLenient(TenantRoutesOnly, entry)?.routes ?? []
+  const keys: ReadonlyArray<unknown> = Array.isArray(entry.keys) ? entry.keys : []
+  return { name, routes, keys: keys.map((key): KeyConfig | undefined => decodeLenient(S.Key, key)) }
+}

@@ -1,0 +1,166 @@
+/**
+ * The decoded configuration: what the rest of Tollgate reads. `schema.ts`
+ * decodes `tollgate.yaml` into exactly this shape (durations in
+ * milliseconds, money in integer micro-USD, every default filled in).
+ */
+
+/** Integer micro-USD (1 USD = 1,000,000). */
+export type MicroUsd = number
+
+export type ApiFormat = "anthropic" | "openai"
+export type ProviderKind = "anthropic" | "openai" | "vertex" | "ollama"
+
+export interface ServerConfig {
+  /** `host:port`; port 0 picks a free port. Default `127.0.0.1:8080`. */
+  readonly host: string
+  readonly port: number
+  /** How long open streams may finish after SIGTERM, ms. Default 30 s. */
+  readonly shutdownGraceMs: number
+  /** Largest accepted request body, bytes. Default 10,485,760. */
+  readonly maxBodyBytes: number
+}
+
+export interface AdminConfig {
+  /** Name of the env var holding the admin bearer token. Default `TOLLGATE_ADMIN_TOKEN`. */
+  readonly tokenEnv: string
+}
+
+export type StoreConfig =
+  | { readonly kind: "memory" }
+  | { readonly kind: "redis"; readonly url: string }
+
+export interface RetryConfig {
+  /** Total attempts including the first. Default 3. */
+  readonly maxAttempts: number
+  /** Extra attempts per request in the recent minute. Default 0.1. */
+  readonly budgetRatio: number
+}
+
+export interface BreakerConfig {
+  /** Default 20. */
+  readonly minRequests: number
+  /** Default 0.5. */
+  readonly failureRatio: number
+  /** ms. Default 30 s. */
+  readonly openForMs: number
+}
+
+/** All ms; each applies to each attempt separately. */
+export interface TimeoutsConfig {
+  /** TCP/TLS connect. Default 5 s. */
+  readonly connectMs: number
+  /** Request sent → first response body byte. Default 60 s. */
+  readonly firstTokenMs: number
+  /** Longest gap between two upstream body chunks. Default 60 s. */
+  readonly idleMs: number
+  /** Whole attempt. Default 600 s. */
+  readonly totalMs: number
+}
+
+interface ProviderBase {
+  /** The key of this provider under `providers`. */
+  readonly name: string
+  /** Host root without a trailing slash; Tollgate appends the API path. */
+  readonly baseUrl: string
+}
+
+export interface AnthropicProvider extends ProviderBase {
+  readonly kind: "anthropic"
+  /** Default `ANTHROPIC_API_KEY`. */
+  readonly apiKeyEnv: string
+}
+
+export interface OpenAIProvider extends ProviderBase {
+  readonly kind: "openai"
+  /** Default `OPENAI_API_KEY`. */
+  readonly apiKeyEnv: string
+}
+
+export interface VertexProvider extends ProviderBase {
+  readonly kind: "vertex"
+  readonly project: string
+  readonly region: string
+  /** When set, a static bearer token from this env var instead of ADC. */
+  readonly accessTokenEnv: string | undefined
+}
+
+export interface OllamaProvider extends ProviderBase {
+  readonly kind: "ollama"
+}
+
+export type ProviderConfig = AnthropicProvider | OpenAIProvider | VertexProvider | OllamaProvider
+
+export interface TargetConfig {
+  readonly provider: string
+  readonly model: string
+}
+
+export interface RouteConfig {
+  /** The route name is the `model` clients send. */
+  readonly name: string
+  readonly api: ApiFormat
+  /** Global `retry` with the route's overrides applied. */
+  readonly retry: RetryConfig
+  /** Global `timeouts` with the route's overrides applied. */
+  readonly timeouts: TimeoutsConfig
+  /** 1..10, tried in order. */
+  readonly targets: ReadonlyArray<TargetConfig>
+}
+
+export interface KeyConfig {
+  readonly id: string
+  /** Lower-case hex SHA-256 of the secret. */
+  readonly sha256: string
+}
+
+export interface BudgetConfig {
+  readonly limitMicroUsd: MicroUsd
+  readonly mode: "hard" | "soft"
+}
+
+export interface TenantConfig {
+  readonly name: string
+  readonly keys: ReadonlyArray<KeyConfig>
+  /** `"*"` or the route names this tenant may use. */
+  readonly routes: "*" | ReadonlyArray<string>
+  readonly limits: {
+    readonly requestsPerMinute: number | undefined
+    readonly tokensPerMinute: number | undefined
+  }
+  readonly budgets: {
+    readonly month: BudgetConfig | undefined
+    readonly session: BudgetConfig | undefined
+  }
+}
+
+/** USD per million tokens in the file; micro-USD per million tokens here (so integer math stays exact). */
+export interface PriceEntry {
+  readonly provider: string | undefined
+  readonly model: string
+  /** micro-USD per million tokens. */
+  readonly input: number
+  readonly output: number
+  readonly cacheRead: number
+  readonly cacheWrite: number
+}
+
+export interface TollgateConfig {
+  /** Absolute path of the config file; relative paths below were resolved against its folder. */
+  readonly path: string
+  readonly server: ServerConfig
+  readonly admin: AdminConfig
+  readonly store: StoreConfig
+  /** Absolute path of the usage JSONL file. Default `data/usage.jsonl`. */
+  readonly usageFile: string
+  /** Absolute path of the price table. Default `config/pricing.yaml`. */
+  readonly pricingFile: string
+  readonly reservation: { readonly outputTokens: number }
+  readonly retry: RetryConfig
+  readonly breaker: BreakerConfig
+  readonly timeouts: TimeoutsConfig
+  readonly sessions: { readonly derive: boolean }
+  readonly providers: ReadonlyMap<string, ProviderConfig>
+  readonly routes: ReadonlyMap<string, RouteConfig>
+  readonly tenants: ReadonlyMap<string, TenantConfig>
+  readonly prices: ReadonlyArray<PriceEntry>
+}

@@ -1,0 +1,77 @@
+import { Context, Duration, Effect, Layer, Schedule } from "effect"
+
+/** Which per-attempt timeout ran out. `client_write` is the relay's idle write deadline for a slow client. */
+export type TimeoutKind = "first_token" | "idle" | "total" | "client_write"
+
+/**
+ * The timing state of one attempt. The relay updates the fields directly
+ * (plain writes per chunk, no Effect); the sweeper reads them.
+ */
+export interface Deadline {
+  /** Epoch ms by which the first response body byte must arrive; `Infinity` once it has. */
+  firstByteBy: number
+  /** Epoch ms by which the whole attempt must end. */
+  totalBy: number
+  /** Longest gap between two upstream chunks, ms. */
+  idleMs: number
+  /** Epoch ms of the last upstream chunk (or of the first byte). */
+  lastActivity: number
+  /** Epoch ms since which the relay waits for the client's `drain`; 0 when it does not. */
+  waitingForClientSince: number
+  /** Called once, by the sweeper, with the first deadline that passed. The relay replaces it when it takes over. */
+  expire: (kind: TimeoutKind) => void
+}
+
+/** How often the sweeper looks at open attempts, ms. Timeouts fire up to this late. */
+export const SWEEP_INTERVAL_MS = 25
+
+/**
+ * Per-attempt timeouts without a fiber or timer per attempt
+ * (ARCHITECTURE.md "The hot path"): attempts register a `Deadline`, and one
+ * layer-owned fiber sweeps them through `Clock`, so `TestClock` drives them.
+ * The idle deadline does not run while the relay waits for a slow client;
+ * the client's own write deadline (`idleMs`) and `totalBy` do.
+ */
+export class Deadlines extends Context.Tag("tollgate/Deadlines")<
+  Deadlines,
+  {
+    /** Current epoch ms from the layer's clock (cheap, synchronous). */
+    readonly now: () => number
+    readonly register: (deadline: Deadline) => void
+    readonly unregister: (deadline: Deadline) => void
+  }
+>() {}
+
+const overdue = (d: Deadline, now: number): TimeoutKind | undefined => {
+  if (now >= d.totalBy) return "total"
+  if (now >= d.firstByteBy) return "first_token"
+  if (d.waitingForClientSince > 0)
+    return now - d.waitingForClientSince >= d.idleMs ? "client_write" : undefined
+  if (d.firstByteBy === Infinity && now - d.lastActivity >= d.idleMs) return "idle"
+  return undefined
+}
+
+export const layer = Layer.scoped(
+  Deadlines,
+  Effect.gen(function* () {
+    const clock = yield* Effect.clock
+    const open = new Set<Deadline>()
+    const sweep = Effect.sync(() => {
+      if (open.size === 0) return
+      const now = clock.unsafeCurrentTimeMillis()
+      for (const d of open) {
+        const kind = overdue(d, now)
+        if (kind !== undefined) {
+          open.delete(d)
+          d.expire(kind)
+        }
+      }
+    })
+    yield* Effect.forkScoped(Effect.repeat(sweep, Schedule.spaced(Duration.millis(SWEEP_INTERVAL_MS))))
+    return {
+      now: () => clock.unsafeCurrentTimeMillis(),
+      register: (d: Deadline) => void open.add(d),
+      unregister: (d: Deadline) => void open.delete(d),
+    }
+  }),
+)

@@ -1,0 +1,82 @@
+import type { ApiFormat, PriceEntry, RouteConfig, TargetConfig } from "../config/model.js"
+import { costMicroUsd } from "../meter/cost.js"
+import type { UsageRecord } from "../meter/record.js"
+import { makeUsageAcc, type UsageAcc } from "../meter/usage.js"
+import type { Principal } from "./auth.js"
+import type { Endpoint, ParsedRequest } from "./request.js"
+
+/**
+ * The mutable state of one request, filled in as it moves through the
+ * gateway and read once, at the end, to write its usage record. One object
+ * per request; no Effect per field.
+ */
+export class RequestContext {
+  readonly requestId: string
+  readonly startMs: number
+  readonly endpoint: Endpoint
+  readonly api: ApiFormat
+  readonly principal: Principal
+  route: RouteConfig | undefined = undefined
+  request: ParsedRequest | undefined = undefined
+  /** The target whose response reached (or was meant for) the client. */
+  target: TargetConfig | undefined = undefined
+  price: PriceEntry | undefined = undefined
+  attempts = 0
+  status = 0
+  /** The client response has started (headers and first byte written): no retry or fallback any more. */
+  committed = false
+  usage: UsageAcc = makeUsageAcc()
+  /** Estimated input tokens of the request (ceil(bytes / 4)). */
+  inputEstimate = 0
+  reservedMicroUsd = 0
+  usageEstimated = false
+  incomplete = false
+  session: string | null = null
+  error: string | null = null
+  recorded = false
+
+  constructor(requestId: string, startMs: number, endpoint: Endpoint, api: ApiFormat, principal: Principal) {
+    this.requestId = requestId
+    this.startMs = startMs
+    this.endpoint = endpoint
+    this.api = api
+    this.principal = principal
+  }
+
+  /** The charge for this request in micro-USD (the seed's "Reserve and settle" step 3). */
+  cost(): number {
+    if (this.price === undefined || this.status < 200 || this.status >= 300) return 0
+    if (this.endpoint === "/v1/messages/count_tokens") return 0
+    const used = costMicroUsd(this.usage, this.price)
+    if (this.usageEstimated || this.incomplete) return Math.max(used, this.reservedMicroUsd)
+    return used
+  }
+
+  /** The usage record (SPEC "Usage records"). */
+  toRecord(nowMs: number): UsageRecord {
+    return {
+      ts: new Date(this.startMs).toISOString(),
+      request_id: this.requestId,
+      tenant: this.principal.tenant.name,
+      key_id: this.principal.keyId,
+      route: this.route?.name ?? this.request?.model ?? "",
+      endpoint: this.endpoint,
+      stream: this.request?.stream ?? false,
+      provider: this.target?.provider ?? null,
+      model: this.target?.model ?? null,
+      attempts: this.attempts,
+      status: this.status,
+      input_tokens: this.usage.inputTokens,
+      output_tokens: this.usage.outputTokens,
+      cache_read_tokens: this.usage.cacheReadTokens,
+      cache_write_tokens: this.usage.cacheWriteTokens,
+      reserved_micro_usd: this.reservedMicroUsd,
+      cost_micro_usd: this.cost(),
+      usage_estimated: this.usageEstimated,
+      incomplete: this.incomplete,
+      session: this.session,
+      duration_ms: Math.max(0, nowMs - this.startMs),
+      error: this.error,
+    }
+  }
+}

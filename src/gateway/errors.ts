@@ -1,0 +1,73 @@
+import { Schema } from "effect"
+
+/**
+ * The errors that Tollgate itself answers with. Each carries what the
+ * response, the log and the usage record need as fields; `src/http/errorBody.ts`
+ * is the one place that maps them to a status and the API's error body.
+ */
+
+export class Unauthenticated extends Schema.TaggedError<Unauthenticated>()("Unauthenticated", {
+  message: Schema.String,
+}) {}
+
+export class RouteNotAllowed extends Schema.TaggedError<RouteNotAllowed>()("RouteNotAllowed", {
+  route: Schema.String,
+}) {
+  override get message(): string {
+    return `this key may not use model "${this.route}"`
+  }
+}
+
+export class RouteNotFound extends Schema.TaggedError<RouteNotFound>()("RouteNotFound", {
+  message: Schema.String,
+}) {}
+
+export class InvalidRequest extends Schema.TaggedError<InvalidRequest>()("InvalidRequest", {
+  message: Schema.String,
+}) {}
+
+export class BodyTooLarge extends Schema.TaggedError<BodyTooLarge>()("BodyTooLarge", {
+  limitBytes: Schema.Number,
+}) {
+  override get message(): string {
+    return `request body is larger than ${this.limitBytes} bytes`
+  }
+}
+
+export class Draining extends Schema.TaggedError<Draining>()("Draining", {}) {
+  override get message(): string {
+    return "Tollgate is shutting down; retry against another instance"
+  }
+}
+
+/** What happened to one target while Tollgate tried a route (the `targets` list of a 502). */
+export const TargetOutcome = Schema.Struct({
+  provider: Schema.String,
+  model: Schema.String,
+  outcome: Schema.Literal("failed", "skipped"),
+  reason: Schema.String,
+})
+export type TargetOutcome = typeof TargetOutcome.Type
+
+/** No attempt produced an upstream response (or every target was blocked). */
+export class NoUpstreamResponse extends Schema.TaggedError<NoUpstreamResponse>()("NoUpstreamResponse", {
+  message: Schema.String,
+  targets: Schema.Array(TargetOutcome),
+  /** Seconds until the first blocked target may be tried again; only when every target was blocked. */
+  retryAfterSeconds: Schema.optional(Schema.Number),
+}) {}
+
+/** A failure inside Tollgate: a bug, never an upstream's fault. */
+export class InternalError extends Schema.TaggedError<InternalError>()("InternalError", {
+  message: Schema.String,
+}) {}
+
+export type GatewayError =
+  | Unauthenticated
+  | RouteNotAllowed
+  | RouteNotFound
+  | InvalidRequest
+  | BodyTooLarge
+  | Draining
+  | NoUpstreamResponse
+  | InternalError

@@ -1,0 +1,95 @@
+import { Effect } from "effect"
+import type { IncomingHttpHeaders, IncomingMessage } from "node:http"
+import { BodyTooLarge, InvalidRequest } from "./errors.js"
+import type { Endpoint, ParsedRequest } from "./request.js"
+
+/** Reads the whole request body, failing with BodyTooLarge past `limit` bytes (checked against content-length first). */
+export const readBody = (
+  req: IncomingMessage,
+  limit: number,
+): Effect.Effect<Buffer, BodyTooLarge | InvalidRequest> =>
+  Effect.async((resume) => {
+    const declared = req.headers["content-length"]
+    if (declared !== undefined && Number(declared) > limit) {
+      req.resume()
+      return resume(Effect.fail(new BodyTooLarge({ limitBytes: limit })))
+    }
+    const chunks: Array<Buffer> = []
+    let size = 0
+    const cleanup = () => {
+      req.off("data", onData)
+      req.off("end", onEnd)
+      req.off("error", onError)
+    }
+    const onData = (chunk: Buffer) => {
+      size += chunk.length
+      if (size > limit) {
+        cleanup()
+        req.resume()
+        resume(Effect.fail(new BodyTooLarge({ limitBytes: limit })))
+        return
+      }
+      chunks.push(chunk)
+    }
+    const onEnd = () => {
+      cleanup()
+      resume(Effect.succeed(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)))
+    }
+    const onError = () => {
+      cleanup()
+      resume(Effect.fail(new InvalidRequest({ message: "the request body could not be read" })))
+    }
+    req.on("data", onData)
+    req.on("end", onEnd)
+    req.on("error", onError)
+    return Effect.sync(cleanup)
+  })
+
+const header = (headers: IncomingHttpHeaders, name: string): string | undefined => {
+  const value = headers[name]
+  return typeof value === "string" ? value : undefined
+}
+
+const positiveInt = (value: unknown): number | undefined =>
+  typeof value === "number" && Number.isSafeInteger(value) && value > 0 ? value : undefined
+
+/** Parses the JSON body and reads the few fields Tollgate needs; everything else stays in `raw`. */
+export const parseRequest = (
+  endpoint: Endpoint,
+  raw: Buffer,
+  headers: IncomingHttpHeaders,
+): ParsedRequest | InvalidRequest => {
+  let json: unknown
+  try {
+    json = JSON.parse(raw.toString("utf8"))
+  } catch {
+    return new InvalidRequest({ message: "the request body is not valid JSON" })
+  }
+  if (typeof json !== "object" || json === null || Array.isArray(json)) {
+    return new InvalidRequest({ message: "the request body must be a JSON object" })
+  }
+  const body = json as Record<string, unknown>
+  const model = body["model"]
+  if (typeof model !== "string" || model.length === 0) {
+    return new InvalidRequest({ message: "model: a non-empty string is required" })
+  }
+  const stream = body["stream"]
+  if (stream !== undefined && stream !== null && typeof stream !== "boolean") {
+    return new InvalidRequest({ message: "stream: must be a boolean" })
+  }
+  const maxTokens =
+    endpoint === "/v1/chat/completions"
+      ? (positiveInt(body["max_completion_tokens"]) ?? positiveInt(body["max_tokens"]))
+      : positiveInt(body["max_tokens"])
+  return {
+    endpoint,
+    raw,
+    json: body,
+    model,
+    stream: stream === true && endpoint !== "/v1/messages/count_tokens",
+    maxTokens,
+    anthropicVersion: header(headers, "anthropic-version"),
+    anthropicBeta: header(headers, "anthropic-beta"),
+    accept: header(headers, "accept"),
+  }
+}

@@ -1,0 +1,94 @@
+import { Effect } from "effect"
+import type { ServerResponse } from "node:http"
+import type { AttemptResponse } from "./attempt.js"
+import type { Deadlines, TimeoutKind } from "./Deadlines.js"
+
+/** How a committed relay ended. Client disconnects are not here: they interrupt the request fiber. */
+export type RelayEnd =
+  | { readonly _tag: "Complete" }
+  /** The upstream failed after the first byte: a timeout, a reset, or a body the meter rejected. */
+  | { readonly _tag: "UpstreamFailed"; readonly reason: string }
+  /** The client did not take data for `timeouts.idle` (a slow client, not the upstream's fault). */
+  | { readonly _tag: "ClientStalled" }
+
+const COMPLETE: RelayEnd = { _tag: "Complete" }
+
+/**
+ * Reads a look at each chunk after it was written; returns a reason to stop
+ * (malformed SSE, an oversized event, a budget cutoff) or undefined.
+ */
+export type Observer = (chunk: Buffer) => string | undefined
+
+const endOfTimeout = (kind: TimeoutKind): RelayEnd =>
+  kind === "client_write" ? { _tag: "ClientStalled" } : { _tag: "UpstreamFailed", reason: `${kind}_timeout` }
+
+/**
+ * Upstream → client after the commit: the pending chunks, then every chunk
+ * as it arrives, with backpressure (a `false` from `write` pauses the
+ * upstream until `drain`; undici then stops reading the socket once its
+ * one 32 KiB buffer is full). Plain callbacks per chunk; one `Effect.async`
+ * for the whole body. The response is not ended here: the caller writes the
+ * usage record first.
+ */
+export const relay = (
+  deadlines: Deadlines["Type"],
+  response: AttemptResponse,
+  res: ServerResponse,
+  observe: Observer,
+): Effect.Effect<RelayEnd> =>
+  Effect.async<RelayEnd>((resume) => {
+    const { body, deadline } = response
+    let done = false
+    const stop = (destroy: boolean): boolean => {
+      if (done) return false
+      done = true
+      deadlines.unregister(deadline)
+      body.off("data", onData)
+      body.off("end", onEnd)
+      body.off("error", onError)
+      res.off("drain", onDrain)
+      if (destroy) body.destroy()
+      return true
+    }
+    const finish = (end: RelayEnd, destroy: boolean) => {
+      if (stop(destroy)) resume(Effect.succeed(end))
+    }
+    const write = (chunk: Buffer): boolean => {
+      const more = res.write(chunk)
+      const reason = observe(chunk)
+      if (reason !== undefined) {
+        finish({ _tag: "UpstreamFailed", reason }, true)
+        return false
+      }
+      if (!more) {
+        body.pause()
+        deadline.waitingForClientSince = deadlines.now()
+      }
+      return true
+    }
+    const onData = (chunk: Buffer) => {
+      deadline.lastActivity = deadlines.now()
+      write(chunk)
+    }
+    const onDrain = () => {
+      deadline.waitingForClientSince = 0
+      deadline.lastActivity = deadlines.now()
+      if (!done) body.resume()
+    }
+    const onEnd = () => finish(COMPLETE, false)
+    const onError = (error: Error & { code?: string }) =>
+      finish({ _tag: "UpstreamFailed", reason: `connection_failed: ${error.code ?? error.message}` }, true)
+
+    deadline.expire = (kind) => finish(endOfTimeout(kind), true)
+    for (const chunk of response.pending) if (!write(chunk)) return
+    response.pending.length = 0
+    // The body may have ended or failed between the attempt's first chunk and now (events nobody listened to).
+    if (response.ended || body.readableEnded) return finish(COMPLETE, false)
+    if (body.errored !== null) return onError(body.errored)
+    body.on("data", onData)
+    body.on("end", onEnd)
+    body.on("error", onError)
+    res.on("drain", onDrain)
+    if (deadline.waitingForClientSince === 0) body.resume()
+    return Effect.sync(() => void stop(true))
+  })

@@ -1,0 +1,28 @@
+import type { ApiFormat } from "../config/model.js"
+
+/** The proxy endpoints, by path. */
+export type Endpoint = "/v1/messages" | "/v1/messages/count_tokens" | "/v1/chat/completions"
+
+/** The API format each proxy endpoint speaks. */
+export const endpointApi = (endpoint: Endpoint): ApiFormat =>
+  endpoint === "/v1/chat/completions" ? "openai" : "anthropic"
+
+/**
+ * A client request after auth and parsing: the raw bytes (patched, never
+ * re-encoded, for the upstream) and the few fields Tollgate reads.
+ */
+export interface ParsedRequest {
+  readonly endpoint: Endpoint
+  readonly raw: Buffer
+  /** The top-level object as `JSON.parse` gave it; read-only. */
+  readonly json: Readonly<Record<string, unknown>>
+  /** The route name. */
+  readonly model: string
+  readonly stream: boolean
+  /** `max_tokens` (OpenAI: `max_completion_tokens`, else `max_tokens`) when it is a positive integer. */
+  readonly maxTokens: number | undefined
+  /** Client headers forwarded upstream (lower-case names; only the ones SPEC lists). */
+  readonly anthropicVersion: string | undefined
+  readonly anthropicBeta: string | undefined
+  readonly accept: string | undefined
+}

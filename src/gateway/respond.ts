@@ -1,0 +1,47 @@
+import type { IncomingHttpHeaders, OutgoingHttpHeaders, ServerResponse } from "node:http"
+import type { ErrorResponse } from "../http/errorBody.js"
+import type { RequestContext } from "./context.js"
+
+/** Upstream response headers that reach the client (SPEC: the headers that matter). */
+const FORWARDED = ["content-type", "retry-after", "request-id"] as const
+
+/** Tollgate's own headers on a proxied response. */
+export const tollgateHeaders = (ctx: RequestContext, headers: OutgoingHttpHeaders): OutgoingHttpHeaders => {
+  headers["x-request-id"] = ctx.requestId
+  if (ctx.target !== undefined) {
+    headers["x-tollgate-provider"] = ctx.target.provider
+    headers["x-tollgate-model"] = ctx.target.model
+  }
+  headers["x-tollgate-attempts"] = String(ctx.attempts)
+  if (ctx.session !== null) headers["x-tollgate-session"] = ctx.session
+  return headers
+}
+
+/** The client's response headers for a relayed upstream response. */
+export const relayHeaders = (ctx: RequestContext, upstream: IncomingHttpHeaders): OutgoingHttpHeaders => {
+  const headers: Record<string, string | Array<string>> = {}
+  for (const name of FORWARDED) {
+    const value = upstream[name]
+    if (value !== undefined) headers[name] = value
+  }
+  if (
+    headers["content-type"] === "text/event-stream" ||
+    upstream["content-type"]?.startsWith("text/event-stream")
+  ) {
+    headers["cache-control"] = "no-cache"
+  }
+  return tollgateHeaders(ctx, headers)
+}
+
+/** Writes an error response that Tollgate made itself (see `renderError`), unless the response already started. */
+export const writeError = (
+  res: ServerResponse,
+  rendered: ErrorResponse,
+  ctx: RequestContext | undefined,
+): void => {
+  if (res.headersSent || res.destroyed) return
+  const headers: OutgoingHttpHeaders = { ...rendered.headers }
+  if (ctx !== undefined) tollgateHeaders(ctx, headers)
+  res.writeHead(rendered.status, headers)
+  res.end(rendered.body)
+}

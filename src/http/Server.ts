@@ -1,0 +1,74 @@
+import { NodeHttpServer } from "@effect/platform-node"
+import { Context, Data, Effect, Layer } from "effect"
+import { createServer, type IncomingMessage, type Server as NodeServer, type ServerResponse } from "node:http"
+import type { AddressInfo } from "node:net"
+import { Config } from "../config/Config.js"
+import { Gateway } from "../gateway/Gateway.js"
+import type { Endpoint } from "../gateway/request.js"
+import { makeRouter } from "./routes.js"
+
+/** The server could not listen (address in use, permission). */
+export class ListenError extends Data.TaggedError("ListenError")<{ readonly message: string }> {}
+
+/** The running HTTP server. */
+export class Server extends Context.Tag("tollgate/Server")<
+  Server,
+  {
+    /** `http://HOST:PORT` with the real port (config may say port 0). */
+    readonly url: string
+    readonly port: number
+  }
+>() {}
+
+const proxyEndpoint = (method: string | undefined, url: string | undefined): Endpoint | undefined => {
+  if (method !== "POST" || url === undefined) return undefined
+  const q = url.indexOf("?")
+  const path = q < 0 ? url : url.slice(0, q)
+  switch (path) {
+    case "/v1/messages":
+    case "/v1/messages/count_tokens":
+    case "/v1/chat/completions":
+      return path
+    default:
+      return undefined
+  }
+}
+
+const formatHost = (host: string): string => (host.includes(":") ? `[${host}]` : host)
+
+/**
+ * One `node:http` server: the proxy endpoints go straight to the Gateway's
+ * handler (the hot path); everything else to the @effect/platform router.
+ */
+export const layer = Layer.scoped(
+  Server,
+  Effect.gen(function* () {
+    const config = yield* Config
+    const gateway = yield* Gateway
+    const other = yield* NodeHttpServer.makeHandler(
+      makeRouter(config, { draining: () => false, storeOk: () => true }),
+    )
+    const handler = (req: IncomingMessage, res: ServerResponse) => {
+      const endpoint = proxyEndpoint(req.method, req.url)
+      if (endpoint !== undefined) gateway.handle(req, res, endpoint)
+      else other(req, res)
+    }
+    const server: NodeServer = createServer({ keepAliveTimeout: 65_000, requestTimeout: 0 }, handler)
+    const address = yield* Effect.acquireRelease(
+      Effect.async<AddressInfo, ListenError>((resume) => {
+        const onError = (error: Error) => resume(Effect.fail(new ListenError({ message: error.message })))
+        server.once("error", onError)
+        server.listen(config.server.port, config.server.host, () => {
+          server.off("error", onError)
+          resume(Effect.succeed(server.address() as AddressInfo))
+        })
+      }),
+      () =>
+        Effect.async<void>((resume) => {
+          server.close(() => resume(Effect.void))
+          server.closeAllConnections()
+        }),
+    )
+    return { url: `http://${formatHost(address.address)}:${address.port}`, port: address.port }
+  }),
+)

@@ -1,0 +1,45 @@
+/**
+ * What a response costs, in integer micro-USD.
+ */
+import type { MicroUsd, PriceEntry } from "../config/model.js"
+import type { Usage } from "./usage.js"
+
+const PER_MILLION = 1_000_000
+const PER_MILLION_BIG = 1_000_000n
+
+/**
+ * The cost of `usage` at `price` (micro-USD per million tokens), in micro-USD,
+ * rounded up once for the whole request:
+ * ceil((in·p_in + out·p_out + cacheRead·p_cr + cacheWrite·p_cw) / 1,000,000).
+ * Integer math (exact; BigInt past 2^53). Prices are integers after config
+ * decoding; a fractional price falls back to float math.
+ */
+export const costMicroUsd = (usage: Usage, price: PriceEntry): MicroUsd => {
+  const total =
+    usage.inputTokens * price.input +
+    usage.outputTokens * price.output +
+    usage.cacheReadTokens * price.cacheRead +
+    usage.cacheWriteTokens * price.cacheWrite
+  if (Number.isSafeInteger(total)) {
+    const rest = total % PER_MILLION
+    return (total - rest) / PER_MILLION + (rest > 0 ? 1 : 0)
+  }
+  const integral =
+    Number.isSafeInteger(price.input) &&
+    Number.isSafeInteger(price.output) &&
+    Number.isSafeInteger(price.cacheRead) &&
+    Number.isSafeInteger(price.cacheWrite)
+  if (!integral || !Number.isFinite(total)) {
+    return Math.ceil(total / PER_MILLION)
+  }
+  const big =
+    BigInt(usage.inputTokens) * BigInt(price.input) +
+    BigInt(usage.outputTokens) * BigInt(price.output) +
+    BigInt(usage.cacheReadTokens) * BigInt(price.cacheRead) +
+    BigInt(usage.cacheWriteTokens) * BigInt(price.cacheWrite)
+  return Number((big + PER_MILLION_BIG - 1n) / PER_MILLION_BIG)
+}
+
+/** All tokens of a response: input + output + cache read + cache write (what `tokens_per_minute` counts). */
+export const tokensOf = (usage: Usage): number =>
+  usage.inputTokens + usage.outputTokens + usage.cacheReadTokens + usage.cacheWriteTokens

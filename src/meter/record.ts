@@ -1,0 +1,104 @@
+/**
+ * The usage record: one JSON line per authenticated request in `usage.file`
+ * (SPEC "Usage records"). Field names, order and types are the contract.
+ */
+
+/** One usage record, exactly as written to the usage file. */
+export interface UsageRecord {
+  /** ISO-8601 UTC time the request arrived, e.g. `2026-12-02T10:04:05.123Z`. */
+  readonly ts: string
+  readonly request_id: string
+  readonly tenant: string
+  readonly key_id: string
+  readonly route: string
+  /** `/v1/messages`, `/v1/messages/count_tokens` or `/v1/chat/completions`. */
+  readonly endpoint: string
+  readonly stream: boolean
+  /** The provider that served the final attempt; null when no target served. */
+  readonly provider: string | null
+  /** The upstream model of the final attempt; null when no target served. */
+  readonly model: string | null
+  /** Requests actually sent upstream. */
+  readonly attempts: number
+  /** The HTTP status sent to the client. */
+  readonly status: number
+  readonly input_tokens: number
+  readonly output_tokens: number
+  readonly cache_read_tokens: number
+  readonly cache_write_tokens: number
+  /** micro-USD reserved at admission. */
+  readonly reserved_micro_usd: number
+  /** micro-USD charged at settle. */
+  readonly cost_micro_usd: number
+  /** True when the provider reported no usage and the charge came from the estimate. */
+  readonly usage_estimated: boolean
+  /** True when the response stopped after its first byte. */
+  readonly incomplete: boolean
+  readonly session: string | null
+  readonly duration_ms: number
+  /** Error type of a failed request or stream; null on success. */
+  readonly error: string | null
+}
+
+/** One JSON line (ending in "\n") with the fields in SPEC order, whatever the key order of `r`. */
+export const encodeRecord = (r: UsageRecord): string =>
+  JSON.stringify({
+    ts: r.ts,
+    request_id: r.request_id,
+    tenant: r.tenant,
+    key_id: r.key_id,
+    route: r.route,
+    endpoint: r.endpoint,
+    stream: r.stream,
+    provider: r.provider,
+    model: r.model,
+    attempts: r.attempts,
+    status: r.status,
+    input_tokens: r.input_tokens,
+    output_tokens: r.output_tokens,
+    cache_read_tokens: r.cache_read_tokens,
+    cache_write_tokens: r.cache_write_tokens,
+    reserved_micro_usd: r.reserved_micro_usd,
+    cost_micro_usd: r.cost_micro_usd,
+    usage_estimated: r.usage_estimated,
+    incomplete: r.incomplete,
+    session: r.session,
+    duration_ms: r.duration_ms,
+    error: r.error,
+  }) + "\n"
+
+const STRING_FIELDS = ["ts", "request_id", "tenant", "key_id", "route", "endpoint"] as const
+const NULLABLE_STRING_FIELDS = ["provider", "model", "session", "error"] as const
+const NUMBER_FIELDS = [
+  "attempts",
+  "status",
+  "input_tokens",
+  "output_tokens",
+  "cache_read_tokens",
+  "cache_write_tokens",
+  "reserved_micro_usd",
+  "cost_micro_usd",
+  "duration_ms",
+] as const
+const BOOLEAN_FIELDS = ["stream", "usage_estimated", "incomplete"] as const
+
+/**
+ * Decodes one line of the usage file: JSON.parse plus a typeof check per
+ * field (no schema machinery; this runs once per line at start).
+ * Undefined for anything that is not a whole record (a torn line).
+ */
+export const decodeRecord = (line: string): UsageRecord | undefined => {
+  let value: unknown
+  try {
+    value = JSON.parse(line)
+  } catch {
+    return undefined
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return undefined
+  const o = value as Record<string, unknown>
+  for (const k of STRING_FIELDS) if (typeof o[k] !== "string") return undefined
+  for (const k of NULLABLE_STRING_FIELDS) if (o[k] !== null && typeof o[k] !== "string") return undefined
+  for (const k of NUMBER_FIELDS) if (typeof o[k] !== "number" || !Number.isFinite(o[k])) return undefined
+  for (const k of BOOLEAN_FIELDS) if (typeof o[k] !== "boolean") return undefined
+  return value as UsageRecord
+}

@@ -1,0 +1,203 @@
+/**
+ * Stream meters: read a copy of each SSE chunk after the relay wrote it to
+ * the client, and keep what the gateway needs to know about the stream —
+ * usage, failure, in-band error, whether content started, whether it
+ * finished, and how much output text went by. Plain synchronous code.
+ */
+import type { ApiFormat } from "../config/model.js"
+import { makeSseParser, type SseParser } from "./sse.js"
+import { anthropicReport, makeUsageAcc, mergeUsage, openaiReport, type UsageAcc } from "./usage.js"
+
+/** Why a meter stopped reading the stream. */
+export type StreamFailure = "malformed" | "event_too_large"
+
+/** An error the provider sent inside a stream that had already started. */
+export interface InbandError {
+  readonly type: string
+  readonly message: string
+}
+
+/** A meter over one response stream. Its state fields are read by the relay after each push. */
+export interface StreamMeter {
+  /** Feeds a copy of bytes already written to the client. Never throws. */
+  push(chunk: Uint8Array): void
+  /** The upstream stream ended. */
+  end(): void
+  /** Usage folded so far (merge rule in usage.ts). */
+  readonly usage: UsageAcc
+  /** `malformed`: an event whose data is not JSON; `event_too_large`: an event over 4 MiB. Later events are ignored. */
+  readonly failure: StreamFailure | undefined
+  /** The first in-band error event (Anthropic `event: error`, OpenAI `data: {"error":…}`). */
+  readonly inbandError: InbandError | undefined
+  /** The model started producing content (text, tool call, refusal, or a finish reason). */
+  readonly contentStarted: boolean
+  /** The stream ended normally: Anthropic `message_stop`, OpenAI `[DONE]`. */
+  readonly finished: boolean
+  /** UTF-8 bytes of generated text, thinking and tool-call JSON seen in deltas (≈ 4 per output token). */
+  readonly outputChars: number
+}
+
+type Json = Record<string, unknown>
+
+const isObject = (value: unknown): value is Json =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
+const byteLengthOf = (value: unknown): number =>
+  typeof value === "string" && value.length > 0 ? Buffer.byteLength(value, "utf8") : 0
+
+const nonEmptyString = (value: unknown): boolean => typeof value === "string" && value.length > 0
+
+const toInbandError = (error: unknown): InbandError => {
+  if (!isObject(error)) return { type: "api_error", message: typeof error === "string" ? error : "" }
+  const type = error["type"] ?? error["code"]
+  return {
+    type: typeof type === "string" ? type : "api_error",
+    message: typeof error["message"] === "string" ? error["message"] : "",
+  }
+}
+
+abstract class Meter implements StreamMeter {
+  readonly usage: UsageAcc = makeUsageAcc()
+  failure: StreamFailure | undefined = undefined
+  inbandError: InbandError | undefined = undefined
+  contentStarted = false
+  finished = false
+  outputChars = 0
+  private readonly parser: SseParser
+
+  constructor() {
+    this.parser = makeSseParser((event, data) => this.onEvent(event, data))
+  }
+
+  push(chunk: Uint8Array): void {
+    if (this.failure !== undefined) return
+    this.parser.push(chunk)
+    if (this.parser.failure !== undefined && this.failure === undefined) this.failure = this.parser.failure
+  }
+
+  end(): void {
+    this.parser.end()
+  }
+
+  private onEvent(event: string, data: string): void {
+    if (this.failure !== undefined) return
+    let parsed: unknown
+    try {
+      parsed = this.parse(data)
+    } catch {
+      this.failure = "malformed"
+      return
+    }
+    this.fold(event, parsed)
+  }
+
+  /** JSON.parse, with format-specific sentinels; throws on malformed data. */
+  protected parse(data: string): unknown {
+    return JSON.parse(data)
+  }
+
+  protected abstract fold(event: string, data: unknown): void
+}
+
+class AnthropicMeter extends Meter {
+  protected fold(event: string, data: unknown): void {
+    if (!isObject(data)) return
+    const type = typeof data["type"] === "string" ? data["type"] : event
+    switch (type) {
+      case "content_block_delta": {
+        this.contentStarted = true
+        const delta = data["delta"]
+        if (isObject(delta)) {
+          this.outputChars +=
+            byteLengthOf(delta["text"]) +
+            byteLengthOf(delta["partial_json"]) +
+            byteLengthOf(delta["thinking"])
+        }
+        return
+      }
+      case "content_block_start": {
+        const block = data["content_block"]
+        if (!this.contentStarted && isObject(block)) {
+          this.contentStarted = !(block["type"] === "text" && !nonEmptyString(block["text"]))
+        }
+        if (isObject(block)) this.outputChars += byteLengthOf(block["text"])
+        return
+      }
+      case "message_start": {
+        const message = data["message"]
+        if (isObject(message)) this.foldUsage(message["usage"])
+        return
+      }
+      case "message_delta":
+        return this.foldUsage(data["usage"])
+      case "message_stop":
+        this.finished = true
+        return
+      case "error":
+        if (this.inbandError === undefined) this.inbandError = toInbandError(data["error"])
+        return
+    }
+  }
+
+  private foldUsage(usage: unknown): void {
+    const report = anthropicReport(usage)
+    if (report !== undefined) mergeUsage(this.usage, report)
+  }
+}
+
+class OpenAIMeter extends Meter {
+  protected override parse(data: string): unknown {
+    return data === "[DONE]" ? DONE : JSON.parse(data)
+  }
+
+  protected fold(_event: string, data: unknown): void {
+    if (data === DONE) {
+      this.finished = true
+      return
+    }
+    if (!isObject(data)) return
+    if ("error" in data && data["error"] != null) {
+      if (this.inbandError === undefined) this.inbandError = toInbandError(data["error"])
+      return
+    }
+    const choices = data["choices"]
+    if (Array.isArray(choices)) {
+      for (const choice of choices) if (isObject(choice)) this.foldChoice(choice)
+    }
+    const report = openaiReport(data["usage"])
+    if (report !== undefined) mergeUsage(this.usage, report)
+  }
+
+  private foldChoice(choice: Json): void {
+    const delta = choice["delta"]
+    let started = choice["finish_reason"] != null
+    if (isObject(delta)) {
+      const content = byteLengthOf(delta["content"])
+      const refusal = byteLengthOf(delta["refusal"])
+      let toolBytes = 0
+      const toolCalls = delta["tool_calls"]
+      if (Array.isArray(toolCalls) && toolCalls.length > 0) {
+        started = true
+        for (const call of toolCalls) {
+          if (isObject(call) && isObject(call["function"]))
+            toolBytes += byteLengthOf(call["function"]["arguments"])
+        }
+      }
+      if (content > 0 || refusal > 0) started = true
+      this.outputChars +=
+        content +
+        refusal +
+        toolBytes +
+        byteLengthOf(delta["reasoning_content"]) +
+        byteLengthOf(delta["reasoning"])
+    }
+    if (started) this.contentStarted = true
+  }
+}
+
+/** The OpenAI end-of-stream sentinel after parsing. */
+const DONE: unique symbol = Symbol("[DONE]")
+
+/** Makes a meter for one response stream in the given wire format (Vertex streams are `anthropic`, Ollama `openai`). */
+export const makeStreamMeter = (format: ApiFormat): StreamMeter =>
+  format === "anthropic" ? new AnthropicMeter() : new OpenAIMeter()

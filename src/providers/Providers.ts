@@ -1,0 +1,113 @@
+import { Config as EffectConfig, Context, Effect, Layer, Redacted } from "effect"
+import { Agent, type Dispatcher } from "undici"
+import { Config } from "../config/Config.js"
+import type { ProviderConfig } from "../config/model.js"
+import type { ProviderAdapter } from "./adapter.js"
+import { buildAnthropic } from "./anthropic.js"
+import { buildOllama, buildOpenAI } from "./openai.js"
+import { buildVertex } from "./vertex.js"
+
+/** Keep-alive pools: idle upstream sockets live this long, ms. */
+const KEEP_ALIVE_MS = 30_000
+/** Bytes undici buffers per response before it stops reading the socket (the relay's one copy buffer). */
+export const RELAY_BUFFER_BYTES = 32 * 1024
+
+export class ProviderStartError extends Error {
+  readonly _tag = "ProviderStartError"
+}
+
+/** Every configured provider's adapter, by provider name. */
+export class Providers extends Context.Tag("tollgate/Providers")<
+  Providers,
+  { readonly get: (name: string) => ProviderAdapter }
+>() {}
+
+const secret = (env: string) =>
+  EffectConfig.redacted(env).pipe(
+    Effect.map(Redacted.value),
+    Effect.orElseSucceed(() => ""),
+  )
+
+const makeAdapter = (config: ProviderConfig, dispatcher: (connectMs: number) => Dispatcher) =>
+  Effect.gen(function* () {
+    const base = { name: config.name, config, dispatcher }
+    switch (config.kind) {
+      case "anthropic":
+        return {
+          ...base,
+          api: "anthropic",
+          region: "",
+          serves: () => true,
+          build: buildAnthropic(config, yield* secret(config.apiKeyEnv)),
+        } satisfies ProviderAdapter
+      case "openai":
+        return {
+          ...base,
+          api: "openai",
+          region: "",
+          serves: () => true,
+          build: buildOpenAI(config, yield* secret(config.apiKeyEnv)),
+        } satisfies ProviderAdapter
+      case "ollama":
+        return {
+          ...base,
+          api: "openai",
+          region: "",
+          serves: () => true,
+          build: buildOllama(config),
+        } satisfies ProviderAdapter
+      case "vertex": {
+        if (config.accessTokenEnv === undefined) {
+          return yield* Effect.dieMessage(
+            `providers.${config.name}: Google Application Default Credentials are not available in this build; set access_token_env`,
+          )
+        }
+        const token = yield* secret(config.accessTokenEnv)
+        return {
+          ...base,
+          api: "anthropic",
+          region: config.region,
+          serves: (endpoint) => endpoint !== "/v1/messages/count_tokens",
+          build: buildVertex(config, () => token),
+        } satisfies ProviderAdapter
+      }
+    }
+  })
+
+/** Builds one adapter per provider, each with keep-alive undici pools that close with the layer. */
+export const layer = Layer.scoped(
+  Providers,
+  Effect.gen(function* () {
+    const config = yield* Config
+    const agents = new Map<string, Agent>()
+    yield* Effect.addFinalizer(() =>
+      Effect.promise(() => Promise.all([...agents.values()].map((agent) => agent.destroy()))),
+    )
+    const adapters = new Map<string, ProviderAdapter>()
+    for (const provider of config.providers.values()) {
+      const dispatcher = (connectMs: number): Dispatcher => {
+        const key = `${provider.name}\u0000${connectMs}`
+        let agent = agents.get(key)
+        if (agent === undefined) {
+          agent = new Agent({
+            connect: { timeout: connectMs },
+            keepAliveTimeout: KEEP_ALIVE_MS,
+            // Tollgate's own deadlines govern headers and body; undici's would race them.
+            headersTimeout: 0,
+            bodyTimeout: 0,
+          })
+          agents.set(key, agent)
+        }
+        return agent
+      }
+      adapters.set(provider.name, yield* makeAdapter(provider, dispatcher))
+    }
+    return {
+      get: (name: string) => {
+        const adapter = adapters.get(name)
+        if (adapter === undefined) throw new ProviderStartError(`unknown provider ${name}`)
+        return adapter
+      },
+    }
+  }),
+)

@@ -1,0 +1,47 @@
+import type { OllamaProvider, OpenAIProvider } from "../config/model.js"
+import type { ParsedRequest } from "../gateway/request.js"
+import type { UpstreamRequest } from "./adapter.js"
+import { setMember } from "./patch.js"
+
+/**
+ * `model` patched; a stream also gets `stream_options.include_usage: true`
+ * (kept alongside any other stream option the client set), so the final
+ * chunk carries the usage the meter needs.
+ */
+const patchBody = (request: ParsedRequest, model: string): Buffer => {
+  let body = setMember(request.raw, "model", JSON.stringify(model))
+  if (request.stream) {
+    const given = request.json["stream_options"]
+    const options =
+      typeof given === "object" && given !== null && !Array.isArray(given)
+        ? { ...(given as Record<string, unknown>), include_usage: true }
+        : { include_usage: true }
+    body = setMember(body, "stream_options", JSON.stringify(options))
+  }
+  return body
+}
+
+const openaiHeaders = (request: ParsedRequest): Record<string, string> => {
+  const headers: Record<string, string> = { "content-type": "application/json" }
+  if (request.accept !== undefined) headers["accept"] = request.accept
+  return headers
+}
+
+/** OpenAI Chat Completions: `authorization: Bearer`. */
+export const buildOpenAI =
+  (config: OpenAIProvider, apiKey: string) =>
+  (request: ParsedRequest, model: string): UpstreamRequest => {
+    const headers = openaiHeaders(request)
+    headers["authorization"] = `Bearer ${apiKey}`
+    return { origin: config.baseUrl, path: request.endpoint, headers, body: patchBody(request, model) }
+  }
+
+/** Ollama's OpenAI-compatible endpoint: no key. */
+export const buildOllama =
+  (config: OllamaProvider) =>
+  (request: ParsedRequest, model: string): UpstreamRequest => ({
+    origin: config.baseUrl,
+    path: request.endpoint,
+    headers: openaiHeaders(request),
+    body: patchBody(request, model),
+  })

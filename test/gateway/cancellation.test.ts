@@ -1,0 +1,83 @@
+import { request } from "node:http"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { eventually, startHarness, type Harness } from "../support/harness.js"
+
+const body = (model: string, extra: Record<string, unknown> = {}) =>
+  JSON.stringify({
+    model,
+    max_tokens: 16,
+    stream: true,
+    messages: [{ role: "user", content: "hi" }],
+    ...extra,
+  })
+
+describe("cancellation and backpressure", () => {
+  let h: Harness
+  beforeAll(async () => {
+    h = await startHarness()
+  })
+  afterAll(async () => {
+    await h.close()
+  })
+
+  it("a client that aborts mid-stream closes the upstream connection within 1 s and still gets a usage record", async () => {
+    h.fakes[0]!.reset()
+    const controller = new AbortController()
+    const response = await fetch(`${h.url}/v1/messages`, {
+      method: "POST",
+      headers: {
+        "x-api-key": h.key,
+        "content-type": "application/json",
+        "x-fake-scenario": "hang-after:2-tokens",
+      },
+      body: body("claude"),
+      signal: controller.signal,
+    })
+    expect(response.status).toBe(200)
+    const reader = response.body!.getReader()
+    const first = await reader.read()
+    expect(first.done).toBe(false)
+    const abortedAt = performance.now()
+    controller.abort()
+    await eventually(() => h.fakes[0]!.requests().recent.at(-1)?.aborted === true, 1_000)
+    expect(performance.now() - abortedAt).toBeLessThan(1_000)
+    await eventually(() => h.records().some((r) => r.error === "client_disconnected"))
+    const record = h.records().find((r) => r.error === "client_disconnected")!
+    expect(record).toMatchObject({ status: 200, incomplete: true, stream: true })
+    expect(record.input_tokens).toBeGreaterThan(0)
+  })
+
+  it("a client that stops reading makes Tollgate stop reading upstream (bounded memory)", async () => {
+    h.fakes[0]!.reset()
+    const payload = body("claude", { max_tokens: 1_000_000 })
+    const req = request(`${h.url}/v1/messages`, {
+      method: "POST",
+      headers: {
+        "x-api-key": h.key,
+        "content-type": "application/json",
+        "x-fake-scenario": "max-tokens",
+        "content-length": Buffer.byteLength(payload),
+      },
+    })
+    const responded = new Promise<import("node:http").IncomingMessage>((resolve) =>
+      req.on("response", resolve),
+    )
+    req.end(payload)
+    const res = await responded
+    res.pause() // never read
+    const sent = () => h.fakes[0]!.requests().recent.at(-1)?.bytes_sent ?? 0
+    // Wait until the upstream is stuck: no progress over 500 ms.
+    let previous = -1
+    await eventually(async () => {
+      const now = sent()
+      if (now === previous && now > 0) return true
+      previous = now
+      await new Promise((resolve) => setTimeout(resolve, 500))
+      return false
+    }, 20_000)
+    // The full response would be ~100 MB; socket buffers on both hops plus one 32 KiB relay buffer are far less.
+    expect(sent()).toBeGreaterThan(0)
+    expect(sent()).toBeLessThan(32 * 1024 * 1024)
+    res.destroy()
+  })
+})

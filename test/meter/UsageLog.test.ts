@@ -1,0 +1,197 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Context, Effect, Exit, Layer, Logger, Scope } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { decodeRecord, encodeRecord } from "../../src/meter/record.js"
+import { readUsageFile, UsageLog } from "../../src/meter/UsageLog.js"
+import { sampleRecord } from "./fixtures.js"
+
+const tempDir = Effect.acquireRelease(
+  Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "tollgate-usage-"))),
+  (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true })),
+)
+
+/** Builds the layer in its own scope, so a test can close it (flush + close) before reading the file. */
+const openLog = (file: string) =>
+  Effect.gen(function* () {
+    const scope = yield* Scope.make()
+    const context = yield* Layer.buildWithScope(UsageLog.layer(file), scope)
+    return { log: Context.get(context, UsageLog), scope }
+  })
+
+const lines = (file: string) => fs.readFileSync(file, "utf8").split("\n")
+
+describe("UsageLog", () => {
+  it.scopedLive("creates the folder and appends a line that is in the file when append completes", () =>
+    Effect.gen(function* () {
+      const dir = yield* tempDir
+      const file = path.join(dir, "nested", "data", "usage.jsonl")
+      const { log, scope } = yield* openLog(file)
+      yield* log.append(sampleRecord({ request_id: "a" }))
+      assert.strictEqual(fs.readFileSync(file, "utf8"), encodeRecord(sampleRecord({ request_id: "a" })))
+      yield* log.append(sampleRecord({ request_id: "b" }))
+      yield* Scope.close(scope, Exit.void)
+      assert.deepStrictEqual(
+        lines(file).map((l) => (l === "" ? "" : decodeRecord(l)?.request_id)),
+        ["a", "b", ""],
+      )
+    }),
+  )
+
+  it.scopedLive("writes concurrent appends as whole lines", () =>
+    Effect.gen(function* () {
+      const dir = yield* tempDir
+      const file = path.join(dir, "usage.jsonl")
+      const { log, scope } = yield* openLog(file)
+      const ids = Array.from({ length: 500 }, (_, i) => `req-${i}-${"x".repeat(i % 97)}`)
+      yield* Effect.forEach(ids, (id) => log.append(sampleRecord({ request_id: id })), {
+        concurrency: "unbounded",
+      })
+      yield* Scope.close(scope, Exit.void)
+      const written = lines(file)
+      assert.strictEqual(written.pop(), "")
+      assert.strictEqual(written.length, 500)
+      const seen = written.map((l) => decodeRecord(l)?.request_id)
+      assert.deepStrictEqual([...seen].sort(), [...ids].sort())
+    }),
+  )
+
+  it.scopedLive("puts a newline after a torn last line before the next append", () =>
+    Effect.gen(function* () {
+      const dir = yield* tempDir
+      const file = path.join(dir, "usage.jsonl")
+      const whole = encodeRecord(sampleRecord({ request_id: "before" }))
+      const torn = encodeRecord(sampleRecord({ request_id: "torn" })).slice(0, 70)
+      fs.writeFileSync(file, whole + torn)
+      const { log, scope } = yield* openLog(file)
+      yield* log.append(sampleRecord({ request_id: "after" }))
+      yield* log.append(sampleRecord({ request_id: "later" }))
+      yield* Scope.close(scope, Exit.void)
+      assert.strictEqual(
+        fs.readFileSync(file, "utf8"),
+        whole +
+          torn +
+          "\n" +
+          encodeRecord(sampleRecord({ request_id: "after" })) +
+          encodeRecord(sampleRecord({ request_id: "later" })),
+      )
+      const read = yield* readUsageFile(file)
+      assert.deepStrictEqual(
+        read.records.map((r) => r.request_id),
+        ["before", "after", "later"],
+      )
+      assert.strictEqual(read.skipped, 1)
+    }),
+  )
+
+  it.scopedLive("adds no newline when the file already ends with one", () =>
+    Effect.gen(function* () {
+      const dir = yield* tempDir
+      const file = path.join(dir, "usage.jsonl")
+      const whole = encodeRecord(sampleRecord({ request_id: "before" }))
+      fs.writeFileSync(file, whole)
+      const { log, scope } = yield* openLog(file)
+      yield* log.append(sampleRecord({ request_id: "after" }))
+      yield* Scope.close(scope, Exit.void)
+      assert.strictEqual(
+        fs.readFileSync(file, "utf8"),
+        whole + encodeRecord(sampleRecord({ request_id: "after" })),
+      )
+    }),
+  )
+
+  it.scopedLive("fails the layer when the file cannot be opened", () =>
+    Effect.gen(function* () {
+      const dir = yield* tempDir
+      const exit = yield* Effect.exit(Layer.build(UsageLog.layer(dir)))
+      assert.isTrue(Exit.isFailure(exit))
+      const error = yield* Effect.flip(Layer.build(UsageLog.layer(dir)))
+      assert.strictEqual(error._tag, "UsageFileError")
+      assert.strictEqual(error.file, dir)
+    }),
+  )
+
+  it.scopedLive("logs a write error instead of failing the caller", () =>
+    Effect.gen(function* () {
+      const messages: Array<unknown> = []
+      const logger = Logger.make(({ message }) => messages.push(message))
+      const { log, scope } = yield* openLog("/dev/full")
+      yield* log.append(sampleRecord()).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, logger)))
+      yield* log.append(sampleRecord()).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, logger)))
+      yield* Scope.close(scope, Exit.void)
+      assert.deepStrictEqual(messages.flat(), ["usage record not written", "usage record not written"])
+    }),
+  )
+})
+
+describe("readUsageFile", () => {
+  it.effect("reads a missing file as empty", () =>
+    Effect.gen(function* () {
+      const read = yield* readUsageFile(path.join(os.tmpdir(), "tollgate-no-such-dir", "usage.jsonl"))
+      assert.deepStrictEqual(read, { records: [], skipped: 0 })
+    }),
+  )
+
+  it.scopedLive("skips torn and corrupt lines with a warning and ignores blank lines", () =>
+    Effect.gen(function* () {
+      const dir = yield* tempDir
+      const file = path.join(dir, "usage.jsonl")
+      const a = encodeRecord(sampleRecord({ request_id: "a" }))
+      const b = encodeRecord(sampleRecord({ request_id: "b" }))
+      fs.writeFileSync(file, a + "\n" + "garbage\n" + b + b.slice(0, 40))
+      const warnings: Array<unknown> = []
+      const logger = Logger.make(({ logLevel, message }) => {
+        if (logLevel._tag === "Warning") warnings.push(message)
+      })
+      const read = yield* readUsageFile(file).pipe(
+        Effect.provide(Logger.replace(Logger.defaultLogger, logger)),
+      )
+      assert.deepStrictEqual(
+        read.records.map((r) => r.request_id),
+        ["a", "b"],
+      )
+      assert.strictEqual(read.skipped, 2)
+      assert.strictEqual(warnings.length, 2)
+    }),
+  )
+
+  it.scopedLive("with since, keeps only records at or after that time", () =>
+    Effect.gen(function* () {
+      const dir = yield* tempDir
+      const file = path.join(dir, "usage.jsonl")
+      const at = (ts: string, id: string) => encodeRecord(sampleRecord({ ts, request_id: id }))
+      fs.writeFileSync(
+        file,
+        at("2026-11-30T23:59:59.999Z", "old") +
+          at("2026-12-01T00:00:00.000Z", "edge") +
+          at("2026-12-02T10:04:05.123Z", "new"),
+      )
+      const read = yield* readUsageFile(file, { since: "2026-12-01T00:00:00.000Z" })
+      assert.deepStrictEqual(
+        read.records.map((r) => r.request_id),
+        ["edge", "new"],
+      )
+    }),
+  )
+
+  it.scopedLive("reads a large file", () =>
+    Effect.gen(function* () {
+      const dir = yield* tempDir
+      const file = path.join(dir, "usage.jsonl")
+      const line = encodeRecord(sampleRecord())
+      fs.writeFileSync(file, line.repeat(20_000))
+      const read = yield* readUsageFile(file)
+      assert.strictEqual(read.records.length, 20_000)
+      assert.strictEqual(read.records[19_999].cost_micro_usd, 6700)
+    }),
+  )
+
+  it.scopedLive("fails with UsageFileError when the path is a folder", () =>
+    Effect.gen(function* () {
+      const dir = yield* tempDir
+      const error = yield* Effect.flip(readUsageFile(dir))
+      assert.strictEqual(error._tag, "UsageFileError")
+    }),
+  )
+})

@@ -1,0 +1,62 @@
+import { describe, expect, it } from "vitest"
+import { decodeRecord, encodeRecord } from "../../src/meter/record.js"
+import { sampleRecord } from "./fixtures.js"
+
+const SPEC_ORDER = [
+  "ts",
+  "request_id",
+  "tenant",
+  "key_id",
+  "route",
+  "endpoint",
+  "stream",
+  "provider",
+  "model",
+  "attempts",
+  "status",
+  "input_tokens",
+  "output_tokens",
+  "cache_read_tokens",
+  "cache_write_tokens",
+  "reserved_micro_usd",
+  "cost_micro_usd",
+  "usage_estimated",
+  "incomplete",
+  "session",
+  "duration_ms",
+  "error",
+]
+
+describe("encodeRecord", () => {
+  it("writes one JSON line with the fields in SPEC order, whatever the input key order", () => {
+    const line = encodeRecord(sampleRecord())
+    expect(line.endsWith("\n")).toBe(true)
+    expect(line.indexOf("\n")).toBe(line.length - 1)
+    expect(Object.keys(JSON.parse(line))).toEqual(SPEC_ORDER)
+    expect(line.startsWith('{"ts":"2026-12-02T10:04:05.123Z","request_id":"req_1","tenant":"acme"')).toBe(
+      true,
+    )
+  })
+
+  it("writes nulls for a request that no target served", () => {
+    const parsed = JSON.parse(
+      encodeRecord(sampleRecord({ provider: null, model: null, error: "rate_limit_error" })),
+    )
+    expect(parsed.provider).toBeNull()
+    expect(parsed.model).toBeNull()
+    expect(parsed.error).toBe("rate_limit_error")
+  })
+})
+
+describe("decodeRecord", () => {
+  it("round-trips an encoded record", () => {
+    expect(decodeRecord(encodeRecord(sampleRecord()).trimEnd())).toEqual(sampleRecord())
+  })
+
+  it("rejects a torn line and a line with a wrong field type", () => {
+    const line = encodeRecord(sampleRecord()).trimEnd()
+    expect(decodeRecord(line.slice(0, 60))).toBeUndefined()
+    expect(decodeRecord(line.replace('"cost_micro_usd":6700', '"cost_micro_usd":"6700"'))).toBeUndefined()
+    expect(decodeRecord("null")).toBeUndefined()
+  })
+})

@@ -1,0 +1,117 @@
+import { ConfigProvider, Context, Effect, Exit, Layer, Scope } from "effect"
+import { mkdtempSync, readFileSync, existsSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import {
+  startFakeProvider,
+  type FakeProviderHandle,
+  type FakeProviderOptions,
+} from "../../fakeprovider/server.js"
+import { appLayer } from "../../src/app.js"
+import { decodeConfig } from "../../src/config/load.js"
+import type { TollgateConfig } from "../../src/config/model.js"
+import { Server } from "../../src/http/Server.js"
+import { generateKey, hashKey } from "../../src/keys/keys.js"
+import type { UsageRecord } from "../../src/meter/record.js"
+
+export const UPSTREAM_KEY = "sk-upstream-test-secret"
+export const UPSTREAM_KEY_ENV = "TG_TEST_UPSTREAM_KEY"
+
+export const PRICES = {
+  prices: [
+    { model: "claude-sonnet-5-5", input: 3, output: 10, cache_read: 0.3, cache_write: 3.75 },
+    { model: "gpt-5-mini", input: 0.25, output: 2, cache_read: 0.025, cache_write: 0 },
+  ],
+}
+
+export interface Harness {
+  readonly url: string
+  readonly key: string
+  readonly dir: string
+  readonly config: TollgateConfig
+  readonly fakes: ReadonlyArray<FakeProviderHandle>
+  /** The usage records written so far. */
+  readonly records: () => Array<UsageRecord>
+  readonly close: () => Promise<void>
+}
+
+export interface HarnessOptions {
+  /** One fake provider per entry (default: one). */
+  readonly fakes?: ReadonlyArray<FakeProviderOptions>
+  /** The raw config; receives the fake URLs and the key hash. Default: one anthropic and one openai route on fake 0. */
+  readonly config?: (fakes: ReadonlyArray<string>, keyHash: string, dir: string) => Record<string, unknown>
+  readonly prices?: unknown
+}
+
+/** A single tenant `acme` (key `ci`) that may use every route; routes `claude` and `gpt` on the first fake. */
+export const defaultConfig = (fakes: ReadonlyArray<string>, keyHash: string, dir: string) => ({
+  server: { listen: "127.0.0.1:0" },
+  usage: { file: join(dir, "usage.jsonl") },
+  providers: {
+    anthropic: { kind: "anthropic", base_url: fakes[0], api_key_env: UPSTREAM_KEY_ENV },
+    openai: { kind: "openai", base_url: fakes[0], api_key_env: UPSTREAM_KEY_ENV },
+  },
+  routes: {
+    claude: { api: "anthropic", targets: [{ provider: "anthropic", model: "claude-sonnet-5-5" }] },
+    gpt: { api: "openai", targets: [{ provider: "openai", model: "gpt-5-mini" }] },
+  },
+  tenants: { acme: { keys: [{ id: "ci", sha256: keyHash }], routes: "*" } },
+})
+
+const withEnv = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.withConfigProvider(effect, ConfigProvider.fromMap(new Map([[UPSTREAM_KEY_ENV, UPSTREAM_KEY]])))
+
+/** Starts fake providers and an in-process gateway on a free port. */
+export const startHarness = async (options: HarnessOptions = {}): Promise<Harness> => {
+  const fakes = await Promise.all((options.fakes ?? [{}]).map((o) => startFakeProvider(o)))
+  const key = generateKey()
+  const dir = mkdtempSync(join(tmpdir(), "tollgate-test-"))
+  const raw = (options.config ?? defaultConfig)(
+    fakes.map((f) => f.url),
+    hashKey(key),
+    dir,
+  )
+  const { config } = await Effect.runPromise(
+    withEnv(
+      decodeConfig(raw, {
+        path: join(dir, "tollgate.yaml"),
+        mode: "serve",
+        prices: options.prices ?? PRICES,
+      }),
+    ),
+  )
+  const scope = Effect.runSync(Scope.make())
+  const context = await Effect.runPromise(withEnv(Layer.buildWithScope(appLayer(config), scope)))
+  const server = Context.get(context, Server)
+  return {
+    url: server.url,
+    key,
+    dir,
+    config,
+    fakes,
+    records: () =>
+      existsSync(config.usageFile)
+        ? readFileSync(config.usageFile, "utf8")
+            .split("\n")
+            .filter((line) => line.length > 0)
+            .map((line) => JSON.parse(line) as UsageRecord)
+        : [],
+    close: async () => {
+      await Effect.runPromise(Scope.close(scope, Exit.void))
+      await Promise.all(fakes.map((f) => f.close()))
+    },
+  }
+}
+
+/** Polls `check` until it returns true or `timeoutMs` passes (generous bounds, never a tuned sleep). */
+export const eventually = async (
+  check: () => boolean | Promise<boolean>,
+  timeoutMs = 5_000,
+): Promise<void> => {
+  const deadline = performance.now() + timeoutMs
+  while (performance.now() < deadline) {
+    if (await check()) return
+    await new Promise((resolve) => setTimeout(resolve, 10))
+  }
+  throw new Error(`condition not met within ${timeoutMs} ms`)
+}
