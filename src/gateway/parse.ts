@@ -91,5 +91,6 @@ export const parseRequest = (
     anthropicVersion: header(headers, "anthropic-version"),
     anthropicBeta: header(headers, "anthropic-beta"),
     accept: header(headers, "accept"),
+    fakeScenario: header(headers, "x-fake-scenario"),
   }
 }

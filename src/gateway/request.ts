@@ -25,4 +25,6 @@ export interface ParsedRequest {
   readonly anthropicVersion: string | undefined
   readonly anthropicBeta: string | undefined
   readonly accept: string | undefined
+  /** `x-fake-scenario`, passed through so the fake provider's per-request scenarios work through Tollgate (ADR 0002). */
+  readonly fakeScenario: string | undefined
 }

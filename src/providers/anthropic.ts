@@ -14,6 +14,7 @@ export const anthropicHeaders = (request: ParsedRequest): Record<string, string>
   }
   if (request.anthropicBeta !== undefined) headers["anthropic-beta"] = request.anthropicBeta
   if (request.accept !== undefined) headers["accept"] = request.accept
+  if (request.fakeScenario !== undefined) headers["x-fake-scenario"] = request.fakeScenario
   return headers
 }
 

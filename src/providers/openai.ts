@@ -24,6 +24,7 @@ const patchBody = (request: ParsedRequest, model: string): Buffer => {
 const openaiHeaders = (request: ParsedRequest): Record<string, string> => {
   const headers: Record<string, string> = { "content-type": "application/json" }
   if (request.accept !== undefined) headers["accept"] = request.accept
+  if (request.fakeScenario !== undefined) headers["x-fake-scenario"] = request.fakeScenario
   return headers
 }
 

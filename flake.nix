@@ -1,0 +1,39 @@
+{
+  description = "Tollgate, an LLM API gateway";
+
+  inputs.nixpkgs.url = "github:NixOS/nixpkgs/nixos-24.11";
+
+  outputs = { self, nixpkgs }:
+    let
+      systems = [ "x86_64-linux" "aarch64-linux" "x86_64-darwin" "aarch64-darwin" ];
+      forAll = f: nixpkgs.lib.genAttrs systems (system: f nixpkgs.legacyPackages.${system});
+    in
+    {
+      devShells = forAll (pkgs: {
+        default = pkgs.mkShell {
+          packages = [ pkgs.nodejs_20 pkgs.redis ];
+        };
+      });
+
+      packages = forAll (pkgs: {
+        default = pkgs.buildNpmPackage {
+          pname = "tollgate";
+          version = "0.1.0";
+          src = ./.;
+          nodejs = pkgs.nodejs_20;
+          # Update with `nix run nixpkgs#prefetch-npm-deps package-lock.json` after changing dependencies.
+          npmDepsHash = pkgs.lib.fakeHash;
+          npmBuildScript = "build";
+          installPhase = ''
+            runHook preInstall
+            mkdir -p $out/bin $out/lib/tollgate
+            cp -r bin config package.json $out/lib/tollgate/
+            ln -s $out/lib/tollgate/bin/tollgate $out/bin/tollgate
+            ln -s $out/lib/tollgate/bin/fakeprovider $out/bin/fakeprovider
+            runHook postInstall
+          '';
+          meta.mainProgram = "tollgate";
+        };
+      });
+    };
+}
