@@ -22,7 +22,9 @@ export const runGateway = (
 /** `tollgate serve`: load and check the config (serve mode: missing keys are errors), then run. */
 export const serve = (path: string) =>
   Effect.gen(function* () {
-    const { config, warnings } = yield* loadConfig(path, "serve")
+    const { config, warnings } = yield* loadConfig(path, "serve").pipe(
+      Effect.tapError((invalid) => Effect.forEach(invalid.problems, (problem) => Console.error(problem))),
+    )
     for (const warning of warnings) yield* Effect.logWarning(warning)
     return yield* runGateway(config)
   })

@@ -58,7 +58,7 @@ export const decodePriceTable = (
     const lines = parseErrorIssues(decoded.left).map((issue) =>
       issue.path[0] === "prices"
         ? `${formatPath(issue.path)}: ${issue.message}`
-        : `pricing.file: ${file}: ${issue.path.length === 0 ? "" : `${formatPath(issue.path)} `}${issue.message}`,
+        : `pricing.file: ${file}: ${issue.path.length === 0 ? "" : `${formatPath(issue.path)}: `}${issue.message}`,
     )
     return Either.left([...new Set(lines)])
   }

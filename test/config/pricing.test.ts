@@ -27,7 +27,14 @@ const table = (rows: ReadonlyArray<unknown>): ReadonlyArray<PriceEntry> =>
 describe("price table", () => {
   it("converts USD per million tokens to micro-USD per million tokens", () => {
     const prices = table([
-      { provider: "vertex", model: "claude-sonnet-5-5@20261001", input: 3.3, output: 11, cache_read: 0.33, cache_write: 4.125 },
+      {
+        provider: "vertex",
+        model: "claude-sonnet-5-5@20261001",
+        input: 3.3,
+        output: 11,
+        cache_read: 0.33,
+        cache_write: 4.125,
+      },
     ])
     assert.deepStrictEqual(prices, [
       {
@@ -43,13 +50,26 @@ describe("price table", () => {
 
   it("defaults cache_read and cache_write to 0 and provider to none", () => {
     assert.deepStrictEqual(table([{ model: "gpt-5-mini", input: 0.25, output: 2 }]), [
-      { provider: undefined, model: "gpt-5-mini", input: 250_000, output: 2_000_000, cacheRead: 0, cacheWrite: 0 },
+      {
+        provider: undefined,
+        model: "gpt-5-mini",
+        input: 250_000,
+        output: 2_000_000,
+        cacheRead: 0,
+        cacheWrite: 0,
+      },
     ])
   })
 
   it("reports problems under prices with their index", () => {
     const result = decodePriceTable(
-      { prices: [{ model: "a", input: 1, output: 1 }, { model: "b", input: -1, output: 1, cache_reed: 1 }, { input: 1 }] },
+      {
+        prices: [
+          { model: "a", input: 1, output: 1 },
+          { model: "b", input: -1, output: 1, cache_reed: 1 },
+          { input: 1 },
+        ],
+      },
       FILE,
     )
     assert.deepStrictEqual(
@@ -67,7 +87,7 @@ describe("price table", () => {
     assert.deepStrictEqual(
       decodePriceTable({ prices: [], currency: "USD" }, FILE),
       Either.left([
-        "pricing.file: /etc/tollgate/pricing.yaml: currency unknown key (expected one of: prices)",
+        "pricing.file: /etc/tollgate/pricing.yaml: currency: unknown key (expected one of: prices)",
       ]),
     )
     assert.deepStrictEqual(
@@ -87,7 +107,10 @@ describe("price table", () => {
       },
       FILE,
     )
-    assert.deepStrictEqual(result, Either.left(['prices[2]: duplicate price for model "m", first at prices[0]']))
+    assert.deepStrictEqual(
+      result,
+      Either.left(['prices[2]: duplicate price for model "m", first at prices[0]']),
+    )
   })
 })
 

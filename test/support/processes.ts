@@ -1,0 +1,77 @@
+import { spawn, type ChildProcess } from "node:child_process"
+import { resolve } from "node:path"
+
+export const ROOT = resolve(import.meta.dirname, "../..")
+export const TOLLGATE = resolve(ROOT, "bin/tollgate")
+export const FAKEPROVIDER = resolve(ROOT, "bin/fakeprovider")
+
+export interface Running {
+  readonly child: ChildProcess
+  readonly url: string
+  /** Everything the process printed so far (stdout and stderr). */
+  readonly output: () => string
+  /** Resolves with the exit code. */
+  readonly exited: Promise<number | null>
+  readonly stop: (signal?: NodeJS.Signals) => Promise<number | null>
+}
+
+/** Starts a built binary with plain `node` and waits for its `listening on URL` line. */
+export const startBinary = (
+  binary: string,
+  args: ReadonlyArray<string>,
+  env: Record<string, string> = {},
+  timeoutMs = 15_000,
+): Promise<Running> =>
+  new Promise((resolvePromise, reject) => {
+    const child = spawn(process.execPath, [binary, ...args], {
+      env: { ...process.env, ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    })
+    let output = ""
+    const exited = new Promise<number | null>((done) => child.on("exit", (code) => done(code)))
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL")
+      reject(new Error(`no "listening on" line within ${timeoutMs} ms; output:\n${output}`))
+    }, timeoutMs)
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString("utf8")
+      const match = /listening on (http:\/\/\S+)/.exec(output)
+      if (match !== null && timer !== undefined) {
+        clearTimeout(timer)
+        resolvePromise({
+          child,
+          url: match[1]!,
+          output: () => output,
+          exited,
+          stop: (signal = "SIGTERM") => {
+            if (child.exitCode === null && child.signalCode === null) child.kill(signal)
+            return exited
+          },
+        })
+      }
+    }
+    child.stdout!.on("data", onData)
+    child.stderr!.on("data", onData)
+    void exited.then((code) => {
+      clearTimeout(timer)
+      reject(new Error(`exited with ${code} before listening; output:\n${output}`))
+    })
+  })
+
+/** Runs a built binary to completion. */
+export const runBinary = (
+  binary: string,
+  args: ReadonlyArray<string>,
+  env: Record<string, string> = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> =>
+  new Promise((done) => {
+    const child = spawn(process.execPath, [binary, ...args], {
+      env: { ...process.env, ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    })
+    let stdout = ""
+    let stderr = ""
+    child.stdout.on("data", (c: Buffer) => (stdout += c.toString("utf8")))
+    child.stderr.on("data", (c: Buffer) => (stderr += c.toString("utf8")))
+    child.on("exit", (code) => done({ code, stdout, stderr }))
+  })
