@@ -1,14 +1,15 @@
 // The load generator, run by bench/run.mjs in its own process (so it never shares an event loop with a
 // server under test). One run per process: `node bench/load.mjs '<spec JSON>'`.
 //
-// spec: { origin, path, headers, body, stream, terminal, mode, warmupS, durationS, concurrency, rps }
+// spec: { origin, path, headers, body, stream, expect, mode, warmupS, durationS, concurrency, rps }
 //   mode "closed":  `concurrency` requests always in flight for warmupS + durationS;
 //                   rate = responses completed inside the measured window ÷ durationS.
 //   mode "open":    one request every 1/rps s scheduled by time, not by completion (open loop, so a slow
 //                   server cannot slow the sender down); latency = completion − scheduled send time, for
 //                   requests scheduled inside the measured window.
-// A response counts only when its status is 2xx and its body was read to the end (streams: the last
-// bytes contain `terminal`). Everything else is counted in `errors` by kind, warm-up included.
+// A response counts only when its status is 2xx and its body was read to the end and contains `expect`
+// (streams: in their last 64 bytes, so a stream cut short does not count). Everything else is counted in
+// `errors` by kind, warm-up included. Each request has 10 s for headers and 10 s between body chunks.
 //
 // Prints `phase measure-start` / `phase measure-end` lines at the window edges (run.mjs samples the
 // server's CPU time there), then one JSON line with the result.
@@ -17,7 +18,7 @@ import { Pool } from "undici"
 
 const spec = JSON.parse(process.argv[2])
 const payload = Buffer.from(spec.body)
-const terminal = spec.terminal === undefined ? undefined : Buffer.from(spec.terminal)
+const expect = Buffer.from(spec.expect)
 const warmupMs = spec.warmupS * 1000
 const durationMs = spec.durationS * 1000
 
@@ -29,7 +30,13 @@ const pool = new Pool(spec.origin, {
   bodyTimeout: 10_000,
 })
 
-const stats = { errors: {}, events: 0, bytes: 0, ok: 0 }
+const stats = { errors: {}, events: 0, bytes: 0, ok: 0, minBytes: Infinity, maxBytes: 0 }
+const countOk = (bytes) => {
+  stats.ok++
+  stats.bytes += bytes
+  stats.minBytes = Math.min(stats.minBytes, bytes)
+  stats.maxBytes = Math.max(stats.maxBytes, bytes)
+}
 const countError = (kind) => {
   stats.errors[kind] = (stats.errors[kind] ?? 0) + 1
 }
@@ -62,8 +69,12 @@ const send = async () => {
       return false
     }
     if (!spec.stream) {
-      stats.bytes += (await body.arrayBuffer()).byteLength
-      stats.ok++
+      const bytes = Buffer.from(await body.arrayBuffer())
+      if (bytes.indexOf(expect) === -1) {
+        countError("unexpected-body")
+        return false
+      }
+      countOk(bytes.length)
       return true
     }
     let tail = Buffer.alloc(0)
@@ -77,13 +88,12 @@ const send = async () => {
       tail =
         chunk.length >= 64 ? chunk.subarray(chunk.length - 64) : Buffer.concat([tail, chunk]).subarray(-64)
     }
-    if (terminal !== undefined && tail.indexOf(terminal) === -1) {
+    if (tail.indexOf(expect) === -1) {
       countError("incomplete-stream")
       return false
     }
-    stats.bytes += bytes
+    countOk(bytes)
     stats.events += events
-    stats.ok++
     return true
   } catch (error) {
     countError(`error:${error?.code ?? error?.name ?? "unknown"}`)
@@ -184,6 +194,8 @@ process.stdout.write(
     errors: stats.errors,
     errorCount,
     bytesPerResponse: stats.ok === 0 ? 0 : Math.round(stats.bytes / stats.ok),
+    minBytes: stats.ok === 0 ? 0 : stats.minBytes,
+    maxBytes: stats.maxBytes,
     eventsPerStream: spec.stream && stats.ok > 0 ? Math.round((stats.events / stats.ok) * 10) / 10 : null,
   })}\n`,
 )

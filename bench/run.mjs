@@ -7,7 +7,7 @@
 // BENCH_FAKEPROVIDER (binary paths; default bin/tollgate, bin/fakeprovider). See bench/README.md.
 import { existsSync, rmSync } from "node:fs"
 import { mkdtemp, rm } from "node:fs/promises"
-import { tmpdir } from "node:os"
+import { availableParallelism, loadavg, tmpdir } from "node:os"
 import { dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 import { request } from "undici"
@@ -64,8 +64,8 @@ const smokeTest = async (url, via) => {
       const text = await res.body.text()
       if (res.statusCode < 200 || res.statusCode > 299)
         return `${stream ? "SSE" : "JSON"} ${res.statusCode}: ${text.slice(0, 300)}`
-      if (req.terminal !== undefined && !text.includes(req.terminal))
-        return `SSE stream did not end with ${req.terminal}`
+      if (!text.includes(req.expect))
+        return `${stream ? "SSE" : "JSON"} body without ${req.expect}: ${text.slice(0, 300)}`
     } catch (error) {
       return `${stream ? "SSE" : "JSON"} request failed: ${error.message}`
     }
@@ -190,11 +190,16 @@ const main = async () => {
       `bench: ${options.api} API, ${options.warmupS} s warm-up + ${options.durationS} s per run, ` +
         `concurrency ${options.concurrency}, latency at ${options.rps} req/s, ${options.rounds} round(s)`,
     )
+    const machine = { cpus: availableParallelism(), loadAverageAtStart: Number(loadavg()[0].toFixed(2)) }
+    log(`machine: ${machine.cpus} CPUs, load average ${machine.loadAverageAtStart}`)
+    if (machine.loadAverageAtStart > 1) {
+      log("warning: the machine is busy; absolute numbers will be low and noisy, compare ratios only")
+    }
     const { servers, skipped } = await startAll(dir)
     const runs = await measure(servers)
     const summary = summarise(runs, skipped)
     process.stdout.write(`\n${formatSummary(summary, options).join("\n")}\n`)
-    process.stdout.write(`${JSON.stringify({ options, ...summary, runs })}\n`)
+    process.stdout.write(`${JSON.stringify({ options, machine, ...summary, runs })}\n`)
   } finally {
     await stopAll()
     await rm(dir, { recursive: true, force: true })

@@ -6,14 +6,20 @@ import * as Gateway from "./gateway/Gateway.js"
 import * as Server from "./http/Server.js"
 import { UsageLog } from "./meter/UsageLog.js"
 import * as Providers from "./providers/Providers.js"
+import * as Breakers from "./reliability/Breakers.js"
+import * as RetryBudget from "./reliability/RetryBudget.js"
 
 /**
  * The whole gateway for one decoded config: every layer, composed once.
  * Entry points (`tollgate serve`, `tollgate demo`, tests) build this.
  */
 export const appLayer = (config: TollgateConfig) => {
-  const base = Layer.mergeAll(Providers.layer, Deadlines.layer, UsageLog.layer(config.usageFile)).pipe(
-    Layer.provideMerge(Config.layerFrom(config)),
-  )
+  const base = Layer.mergeAll(
+    Providers.layer,
+    Deadlines.layer,
+    Breakers.layer,
+    RetryBudget.layer,
+    UsageLog.layer(config.usageFile),
+  ).pipe(Layer.provideMerge(Config.layerFrom(config)))
   return Server.layer.pipe(Layer.provide(Gateway.layer), Layer.provide(base))
 }

@@ -39,6 +39,12 @@ const track = (child) => {
   return child
 }
 
+const lastLine = (file) =>
+  logTail(file, 5)
+    .split("\n")
+    .filter((line) => line.trim() !== "")
+    .at(-1) ?? ""
+
 /** The last `lines` lines of a log file, for error messages. */
 export const logTail = (file, lines = 20) => {
   try {
@@ -80,13 +86,14 @@ export const startServer = async ({
     const match = /listening on (http:\/\/[^\s]+)/.exec(log)
     if (match !== null) return { child, url: match[1].replace(/\/$/, ""), logFile }
     if (child.exitCode !== null || child.signalCode !== null) {
+      const status = child.exitCode ?? child.signalCode
       throw new Error(
-        `${name} exited (${child.exitCode ?? child.signalCode}) before listening:\n${logTail(logFile)}`,
+        `${name} exited (${status}) before listening: ${lastLine(logFile)}\n${logTail(logFile)}`,
       )
     }
     if (performance.now() > deadline) {
       await stop(child)
-      throw new Error(`${name} did not print "listening on" within ${timeoutMs} ms:\n${logTail(logFile)}`)
+      throw new Error(`${name} did not print "listening on" within ${timeoutMs} ms\n${logTail(logFile)}`)
     }
     await new Promise((resolve) => setTimeout(resolve, 50))
   }

@@ -137,9 +137,12 @@ export const formatSummary = (summary, options) => {
   if (summary.valid) {
     out.push("no errors")
   } else {
-    out.push(
-      `RUN NOT VALID: ${summary.errorCount} failed requests${summary.errorCount === 0 ? " (targets skipped)" : ""}`,
-    )
+    const skipped = TARGETS.filter((target) => summary.targets[target].skipped !== undefined)
+    const why = [
+      ...(summary.errorCount > 0 ? [`${summary.errorCount} failed requests`] : []),
+      ...skipped.map((target) => `${LABELS[target]} not measured`),
+    ]
+    out.push(`RUN NOT VALID: ${why.join(", ")}`)
     for (const target of TARGETS) {
       const t = summary.targets[target]
       if (t.skipped !== undefined) continue

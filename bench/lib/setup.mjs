@@ -57,7 +57,8 @@ tenants:
 const PROMPT = "You are a benchmark. Reply with a few words about gateways, latency and throughput."
 
 /**
- * The request one load generator sends: path, headers, body and the bytes that end a complete stream.
+ * The request one load generator sends: path, headers, body, and `expect`: what a complete response
+ * contains (a JSON body: its usage; a stream: its last event).
  * `api` is "anthropic" or "openai"; `via` is "tollgate" (route name, Tollgate key) or anything else
  * (upstream model name, upstream key). `stream` requests ask for `streamTokens` output tokens; the fake
  * runs with scenario `max-tokens`, so that is exactly the number of delta events.
@@ -78,7 +79,7 @@ export const requestFor = ({ api, via, stream, jsonTokens, streamTokens }) => {
       headers: { "content-type": "application/json", "anthropic-version": "2023-06-01", "x-api-key": key },
       body: JSON.stringify(body),
       stream,
-      terminal: stream ? "message_stop" : undefined,
+      expect: stream ? "message_stop" : '"output_tokens"',
     }
   }
   return {
@@ -86,6 +87,6 @@ export const requestFor = ({ api, via, stream, jsonTokens, streamTokens }) => {
     headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
     body: JSON.stringify(body),
     stream,
-    terminal: stream ? "[DONE]" : undefined,
+    expect: stream ? "[DONE]" : '"completion_tokens"',
   }
 }

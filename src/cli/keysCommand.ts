@@ -24,11 +24,13 @@ export const keyCreatedText = (tenant: string, id: string, secret: string): stri
 
 const tenantOption = nameOption(
   "tenant",
+  "NAME",
   "Tenant that will own the key (a name under tenants in the config).",
 )
 
 const idOption = nameOption(
   "id",
+  "ID",
   "Key id shown in usage records. Default: key- and 8 random characters.",
 ).pipe(Options.optional)
 

@@ -12,6 +12,7 @@ export const configPathEnv = "TOLLGATE_CONFIG"
 
 /** `--config FILE`: the config file (see {@link resolveConfigPath} for the fallbacks). */
 export const configOption: Options.Options<Option.Option<string>> = Options.file("config").pipe(
+  Options.withPseudoName("FILE"),
   Options.withDescription(
     `Path of the config file. Default: $${configPathEnv} when set, else ${defaultConfigPath}.`,
   ),
@@ -37,9 +38,10 @@ export const resolveConfigPath = (option: Option.Option<string>): Effect.Effect<
       ),
   })
 
-/** A required `--NAME` text option whose value must be a non-empty name without surrounding spaces. */
-export const nameOption = (name: string, description: string): Options.Options<string> =>
+/** A required `--name VALUE` option whose value must be non-empty, without surrounding spaces. */
+export const nameOption = (name: string, pseudoName: string, description: string): Options.Options<string> =>
   Options.text(name).pipe(
+    Options.withPseudoName(pseudoName),
     Options.withDescription(description),
     Options.filterMap(
       (value) => (/^\S(.*\S)?$/.test(value) ? Option.some(value) : Option.none()),

@@ -7,6 +7,10 @@ import { loadConfig } from "./load.js"
 import type { TollgateConfig } from "./model.js"
 import type { ConfigInvalid } from "./problems.js"
 
+/**
+ * The decoded configuration (see `model.ts`). Provide it with {@link Config.layer} at the entry
+ * point, or {@link Config.layerFrom} / {@link Config.layerTest} in tests.
+ */
 export class Config extends Context.Tag("tollgate/Config")<Config, TollgateConfig>() {
   /** Loads the file at `path` once; logs each warning with `Effect.logWarning`. */
   static layer(path: string, mode: LoadMode): Layer.Layer<Config, ConfigInvalid> {

@@ -37,20 +37,25 @@ export const defaultUsageFile = "data/usage.jsonl"
 /** Default `pricing.file`, relative to the working directory. */
 export const defaultPricingFile = "config/pricing.yaml"
 
-/** Sections in file order, each with the value an absent section decodes from. */
-const sections = {
-  server: [S.ServerSection, {}],
-  admin: [S.AdminSection, {}],
-  store: [S.StoreSection, { kind: "memory" }],
-  usage: [S.UsageSection, {}],
-  pricing: [S.PricingSection, {}],
-  reservation: [S.ReservationSection, {}],
-  retry: [S.RetrySection, {}],
-  breaker: [S.BreakerSection, {}],
-  timeouts: [S.TimeoutsSection, {}],
-  sessions: [S.SessionsSection, {}],
-} as const
-const knownKeys = [...Object.keys(sections), "providers", "routes", "tenants"]
+/** Top-level keys of `tollgate.yaml`, in the order the docs list them. */
+const topLevelKeys = [
+  "server",
+  "admin",
+  "store",
+  "usage",
+  "pricing",
+  "reservation",
+  "retry",
+  "breaker",
+  "timeouts",
+  "sessions",
+  "providers",
+  "routes",
+  "tenants",
+] as const
+
+/** What an absent or empty section decodes from (`{}` unless listed). */
+const emptySections: Partial<Record<(typeof topLevelKeys)[number], unknown>> = { store: { kind: "memory" } }
 
 const isMapping = (u: unknown): u is Record<string, unknown> =>
   typeof u === "object" && u !== null && !Array.isArray(u)
@@ -69,18 +74,20 @@ export const decodeConfig = Effect.fn("Config.decode")(function* (raw: unknown, 
   if (!isMapping(root))
     return yield* new ConfigInvalid({ problems: [`${configPath}: must be a mapping of sections`] })
   for (const key of Object.keys(root)) {
-    if (!knownKeys.includes(key)) {
-      problems.push(`${formatPath([key])}: unknown key (expected one of: ${knownKeys.join(", ")})`)
+    if (!(topLevelKeys as ReadonlyArray<string>).includes(key)) {
+      problems.push(`${formatPath([key])}: unknown key (expected one of: ${topLevelKeys.join(", ")})`)
     }
   }
 
-  const section = <A, I>(name: keyof typeof sections, schema: Schema.Schema<A, I>): A => {
-    const value = root[name] ?? sections[name][1]
-    const decoded = Schema.decodeUnknownEither(schema)(value, S.parseOptions)
+  /** A section's decoded value; when it is invalid, its problems are pushed and its defaults returned. */
+  const section = <A, I>(name: (typeof topLevelKeys)[number], schema: Schema.Schema<A, I>): A => {
+    const empty = emptySections[name] ?? {}
+    const decoded = Schema.decodeUnknownEither(schema)(root[name] ?? empty, S.parseOptions)
     if (Either.isRight(decoded)) return decoded.right
     problems.push(...parseErrorProblems(decoded.left, [name]))
-    return Schema.decodeUnknownSync(schema)(sections[name][1])
+    return Schema.decodeUnknownSync(schema)(empty)
   }
+
   const server = section("server", S.ServerSection)
   const admin = section("admin", S.AdminSection)
   const store = section("store", S.StoreSection)

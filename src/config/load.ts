@@ -7,7 +7,7 @@ import * as NodePath from "node:path"
 import { Effect } from "effect"
 import { decodeConfig, type LoadMode, type Loaded } from "./decode.js"
 import { ConfigInvalid } from "./problems.js"
-import { describeYamlError, readYamlFile } from "./yamlFile.js"
+import { readYamlFile, type YamlFileError } from "./yamlFile.js"
 
 export { decodeConfig, type DecodeOptions, type LoadMode, type Loaded } from "./decode.js"
 
@@ -19,9 +19,13 @@ export { decodeConfig, type DecodeOptions, type LoadMode, type Loaded } from "./
 export const loadConfig = Effect.fn("Config.load")(function* (path: string, mode: LoadMode) {
   const absolute = NodePath.resolve(path)
   const file = yield* readYamlFile(absolute).pipe(
-    Effect.mapError((error) => new ConfigInvalid({ problems: [describeYamlError(error)] })),
+    Effect.mapError((error) => new ConfigInvalid({ problems: [describeConfigFileError(error)] })),
   )
   const loaded: Loaded = yield* decodeConfig(file.value, { path: absolute, mode })
   const yamlWarnings = file.warnings.map((warning) => `${absolute}:${warning}`)
   return { config: loaded.config, warnings: [...yamlWarnings, ...loaded.warnings] } satisfies Loaded
 })
+
+/** `FILE: cannot read (ENOENT: …)` or `FILE:3:5: message`: the file itself is the path. */
+const describeConfigFileError = (error: YamlFileError): string =>
+  error.reason === "read" ? `${error.file}: cannot read (${error.detail})` : `${error.file}:${error.detail}`

@@ -25,9 +25,7 @@ export interface AdminConfig {
   readonly tokenEnv: string
 }
 
-export type StoreConfig =
-  | { readonly kind: "memory" }
-  | { readonly kind: "redis"; readonly url: string }
+export type StoreConfig = { readonly kind: "memory" } | { readonly kind: "redis"; readonly url: string }
 
 export interface RetryConfig {
   /** Total attempts including the first. Default 3. */

@@ -3,32 +3,28 @@ import { randomUUID } from "node:crypto"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { Config } from "../config/Config.js"
 import type { RouteConfig } from "../config/model.js"
-import { priceFor } from "../config/pricing.js"
-import { renderError, streamErrorEvent } from "../http/errorBody.js"
+import { renderError } from "../http/errorBody.js"
 import { estimateInputTokens } from "../limits/estimate.js"
-import { makeStreamMeter, type StreamMeter } from "../meter/stream.js"
 import { UsageLog } from "../meter/UsageLog.js"
-import { type ProviderAdapter } from "../providers/adapter.js"
-import { Providers, RELAY_BUFFER_BYTES } from "../providers/Providers.js"
-import { sendAttempt, type AttemptResponse } from "./attempt.js"
+import { Providers } from "../providers/Providers.js"
+import { Breakers } from "../reliability/Breakers.js"
+import { RetryBudget } from "../reliability/RetryBudget.js"
 import { makeAuthenticator } from "./auth.js"
 import { RequestContext } from "./context.js"
 import { Deadlines } from "./Deadlines.js"
 import {
   InternalError,
   InvalidRequest,
-  NoUpstreamResponse,
   RouteNotAllowed,
   RouteNotFound,
   Unauthenticated,
   type GatewayError,
-  type TargetOutcome,
 } from "./errors.js"
-import { JsonCollector } from "./jsonCollector.js"
 import { parseRequest, readBody } from "./parse.js"
-import { relay, type Observer, type RelayEnd } from "./relay.js"
 import { endpointApi, type Endpoint, type ParsedRequest } from "./request.js"
-import { relayHeaders, writeError } from "./respond.js"
+import { writeError } from "./respond.js"
+import { makeRunRoute } from "./runRoute.js"
+import { makeServeResponse } from "./serveResponse.js"
 
 /**
  * The per-request program for the proxy endpoints: auth → parse → route →
@@ -42,11 +38,6 @@ export class Gateway extends Context.Tag("tollgate/Gateway")<
   { readonly handle: (req: IncomingMessage, res: ServerResponse, endpoint: Endpoint) => void }
 >() {}
 
-const noObserver: Observer = () => undefined
-
-const isEventStream = (contentType: string | undefined): boolean =>
-  contentType !== undefined && contentType.startsWith("text/event-stream")
-
 export const layer = Layer.effect(
   Gateway,
   Effect.gen(function* () {
@@ -54,6 +45,8 @@ export const layer = Layer.effect(
     const providers = yield* Providers
     const deadlines = yield* Deadlines
     const usageLog = yield* UsageLog
+    const breakers = yield* Breakers
+    const retryBudget = yield* RetryBudget
     const authenticate = makeAuthenticator(config)
     const run = Runtime.runFork(yield* Effect.runtime<never>())
 
@@ -87,105 +80,8 @@ export const layer = Layer.effect(
       return Either.right(route)
     }
 
-    /** Commits `response` to the client and relays it to the end, then records and ends the response. */
-    const serveResponse = Effect.fnUntraced(function* (
-      ctx: RequestContext,
-      adapter: ProviderAdapter,
-      response: AttemptResponse,
-      res: ServerResponse,
-    ) {
-      ctx.status = response.status
-      const ok = response.status >= 200 && response.status < 300
-      const sse = ok && isEventStream(response.headers["content-type"])
-      let meter: StreamMeter | undefined
-      let json: JsonCollector | undefined
-      let observe = noObserver
-      if (sse) {
-        const m = (meter = makeStreamMeter(adapter.api))
-        // The meter's accumulator is the request's usage, so an interrupted relay still records what arrived.
-        ctx.usage = m.usage
-        observe = (chunk) => {
-          m.push(chunk)
-          return m.failure
-        }
-      } else if (ok) {
-        const j = (json = new JsonCollector())
-        observe = (chunk) => {
-          j.push(chunk)
-          return undefined
-        }
-      }
-      res.writeHead(response.status, relayHeaders(ctx, response.headers))
-      ctx.committed = true
-      const end: RelayEnd = yield* relay(deadlines, response, res, observe)
-      if (meter !== undefined) {
-        meter.end()
-        if (meter.inbandError !== undefined) ctx.error = `upstream_error: ${meter.inbandError.type}`
-      } else if (json !== undefined && end._tag === "Complete") {
-        json.foldInto(adapter.api, ctx.usage)
-      }
-      const failed = end._tag !== "Complete" || (meter !== undefined && !meter.finished)
-      if (failed) {
-        ctx.incomplete = true
-        ctx.error ??=
-          end._tag === "UpstreamFailed"
-            ? end.reason
-            : end._tag === "ClientStalled"
-              ? "client_stalled"
-              : "stream_ended_early"
-        if (!sse) {
-          yield* record(ctx)
-          res.destroy()
-          return
-        }
-        if (end._tag !== "ClientStalled")
-          res.write(streamErrorEvent(adapter.api, "api_error", `upstream stream failed: ${ctx.error}`))
-      } else if (ok && !ctx.usage.reported) {
-        ctx.usageEstimated = true
-        ctx.usage.inputTokens = ctx.inputEstimate
-      }
-      yield* record(ctx)
-      res.end()
-    })
-
-    /**
-     * The attempt loop. Only the first usable target is tried for now; the
-     * reliability rules (retry, fallback, budgets, breakers) plug in here.
-     */
-    const tryTargets = Effect.fnUntraced(function* (
-      ctx: RequestContext,
-      request: ParsedRequest,
-      route: RouteConfig,
-      res: ServerResponse,
-    ) {
-      const outcomes: Array<TargetOutcome> = []
-      const maxAttempts = 1
-      for (const target of route.targets) {
-        if (ctx.attempts >= maxAttempts) break
-        const adapter = providers.get(target.provider)
-        if (!adapter.serves(request.endpoint)) {
-          outcomes.push({ ...target, outcome: "skipped", reason: `does not serve ${request.endpoint}` })
-          continue
-        }
-        ctx.attempts++
-        const upstream = adapter.build(request, target.model)
-        const dispatcher = adapter.dispatcher(route.timeouts.connectMs)
-        const result = yield* Effect.either(
-          sendAttempt(deadlines, dispatcher, upstream, route.timeouts, RELAY_BUFFER_BYTES),
-        )
-        if (Either.isLeft(result)) {
-          outcomes.push({ ...target, outcome: "failed", reason: result.left.reason })
-          continue
-        }
-        ctx.target = target
-        ctx.price = priceFor(config.prices, adapter.config, target.model)
-        return yield* serveResponse(ctx, adapter, result.right, res)
-      }
-      return yield* new NoUpstreamResponse({
-        message: "no target of the route produced a response",
-        targets: outcomes,
-      })
-    })
+    const serveResponse = makeServeResponse(deadlines, record)
+    const runRoute = makeRunRoute({ config, providers, deadlines, breakers, retryBudget, serveResponse })
 
     const serve = Effect.fnUntraced(function* (
       ctx: RequestContext,
@@ -199,7 +95,7 @@ export const layer = Layer.effect(
       const route = yield* resolveRoute(ctx, request)
       ctx.route = route
       ctx.inputEstimate = estimateInputTokens(request.json)
-      return yield* tryTargets(ctx, request, route, res)
+      return yield* runRoute(ctx, request, route, res)
     })
 
     const fail = (ctx: RequestContext, res: ServerResponse, error: GatewayError) =>

@@ -1,23 +1,32 @@
 import { Data, Effect } from "effect"
 import type { IncomingHttpHeaders } from "node:http"
 import type { Dispatcher } from "undici"
-import type { TimeoutsConfig } from "../config/model.js"
+import type { ApiFormat, TimeoutsConfig } from "../config/model.js"
+import { makeStreamMeter, type StreamMeter } from "../meter/stream.js"
 import type { UpstreamRequest } from "../providers/adapter.js"
 import type { Deadline, Deadlines, TimeoutKind } from "./Deadlines.js"
 
 type Body = Dispatcher.ResponseData["body"]
 
+/** Largest stream prelude held back while waiting for the first content, bytes (ADR 0007). */
+export const MAX_PRELUDE_BYTES = 64 * 1024
+
 /**
- * An upstream response whose client response has not started. For a 2xx
- * the first body chunk has arrived (headers alone never commit); for other
- * statuses only the headers, and the body is still unread.
+ * An upstream response whose client response has not started. For other
+ * statuses than 2xx only the headers have arrived and the body is unread.
+ * For a 2xx JSON body the first chunk has arrived (headers alone never
+ * commit). For a 2xx event stream the prelude has been read and metered
+ * until the first content, an in-band error, a meter failure, 64 KiB, or
+ * the end of the stream (ADR 0007).
  */
 export interface AttemptResponse {
   readonly status: number
   readonly headers: IncomingHttpHeaders
   readonly body: Body
-  /** Chunks read before the commit (at most the first one). */
+  /** Chunks read before the commit, not yet written to the client. */
   readonly pending: Array<Buffer>
+  /** The meter of a 2xx event stream; it has already read `pending`. */
+  readonly meter: StreamMeter | undefined
   /** The upstream body already ended. */
   readonly ended: boolean
   /** The attempt's timing state; the relay keeps using it. */
@@ -32,6 +41,9 @@ export class AttemptFailed extends Data.TaggedError("AttemptFailed")<{
   readonly reason: AttemptFailureReason
   readonly detail: string
 }> {}
+
+const isEventStream = (contentType: string | Array<string> | undefined): boolean =>
+  typeof contentType === "string" && contentType.startsWith("text/event-stream")
 
 const failureOf = (error: Error & { code?: string }): AttemptFailed =>
   error.code === "UND_ERR_CONNECT_TIMEOUT"
@@ -50,6 +62,7 @@ export const sendAttempt = (
   upstream: UpstreamRequest,
   timeouts: TimeoutsConfig,
   highWaterMark: number,
+  api: ApiFormat,
 ): Effect.Effect<AttemptResponse, AttemptFailed> =>
   Effect.async<AttemptResponse, AttemptFailed>((resume) => {
     const controller = new AbortController()
@@ -94,16 +107,27 @@ export const sendAttempt = (
         }
         if (error !== null) return fail(failureOf(error))
         body = data.body
-        const response = (pending: Array<Buffer>, ended: boolean): AttemptResponse => ({
-          status: data.statusCode,
-          headers: data.headers,
-          body: data.body,
-          pending,
-          ended,
-          deadline,
-        })
-        if (data.statusCode < 200 || data.statusCode >= 300) {
-          return settle(Effect.succeed(response([], false)))
+        const status = data.statusCode
+        const stream = status >= 200 && status < 300 && isEventStream(data.headers["content-type"])
+        const meter = stream ? makeStreamMeter(api) : undefined
+        const pending: Array<Buffer> = []
+        let held = 0
+        const respond = (ended: boolean) => {
+          cleanup()
+          if (!ended) data.body.pause()
+          deadline.firstByteBy = Infinity
+          deadline.lastActivity = deadlines.now()
+          settle(
+            Effect.succeed({
+              status,
+              headers: data.headers,
+              body: data.body,
+              pending,
+              meter,
+              ended,
+              deadline,
+            }),
+          )
         }
         const cleanup = () => {
           data.body.off("data", onData)
@@ -111,21 +135,24 @@ export const sendAttempt = (
           data.body.off("error", onError)
         }
         const onData = (chunk: Buffer) => {
-          cleanup()
-          data.body.pause()
-          deadline.firstByteBy = Infinity
+          pending.push(chunk)
+          if (meter === undefined) return respond(false)
+          meter.push(chunk)
+          held += chunk.length
           deadline.lastActivity = deadlines.now()
-          settle(Effect.succeed(response([chunk], false)))
+          if (meter.contentStarted || meter.inbandError !== undefined || meter.failure !== undefined)
+            return respond(false)
+          if (held >= MAX_PRELUDE_BYTES) return respond(false)
         }
         const onEnd = () => {
-          cleanup()
-          deadline.firstByteBy = Infinity
-          settle(Effect.succeed(response([], true)))
+          meter?.end()
+          respond(true)
         }
         const onError = (e: Error) => {
           cleanup()
           fail(failureOf(e))
         }
+        if (status < 200 || status >= 300) return respond(false)
         data.body.on("data", onData)
         data.body.on("end", onEnd)
         data.body.on("error", onError)

@@ -23,7 +23,8 @@ const endOfTimeout = (kind: TimeoutKind): RelayEnd =>
   kind === "client_write" ? { _tag: "ClientStalled" } : { _tag: "UpstreamFailed", reason: `${kind}_timeout` }
 
 /**
- * Upstream → client after the commit: the pending chunks, then every chunk
+ * Upstream → client after the commit: the pending chunks (not observed
+ * again), then every chunk
  * as it arrives, with backpressure (a `false` from `write` pauses the
  * upstream until `drain`; undici then stops reading the socket once its
  * one 32 KiB buffer is full). Plain callbacks per chunk; one `Effect.async`
@@ -53,9 +54,9 @@ export const relay = (
     const finish = (end: RelayEnd, destroy: boolean) => {
       if (stop(destroy)) resume(Effect.succeed(end))
     }
-    const write = (chunk: Buffer): boolean => {
+    const write = (chunk: Buffer, observed: boolean): boolean => {
       const more = res.write(chunk)
-      const reason = observe(chunk)
+      const reason = observed ? undefined : observe(chunk)
       if (reason !== undefined) {
         finish({ _tag: "UpstreamFailed", reason }, true)
         return false
@@ -68,7 +69,7 @@ export const relay = (
     }
     const onData = (chunk: Buffer) => {
       deadline.lastActivity = deadlines.now()
-      write(chunk)
+      write(chunk, false)
     }
     const onDrain = () => {
       deadline.waitingForClientSince = 0
@@ -80,7 +81,8 @@ export const relay = (
       finish({ _tag: "UpstreamFailed", reason: `connection_failed: ${error.code ?? error.message}` }, true)
 
     deadline.expire = (kind) => finish(endOfTimeout(kind), true)
-    for (const chunk of response.pending) if (!write(chunk)) return
+    // The pending chunks were already observed by whoever held them (the attempt's meter, or the caller).
+    for (const chunk of response.pending) if (!write(chunk, true)) return
     response.pending.length = 0
     // The body may have ended or failed between the attempt's first chunk and now (events nobody listened to).
     if (response.ended || body.readableEnded) return finish(COMPLETE, false)

@@ -91,7 +91,10 @@ describe("loadConfig", () => {
     Effect.gen(function* () {
       const problems = yield* problemsOf(loadConfig("/nonexistent/tollgate.yaml", "validate"))
       assert.strictEqual(problems.length, 1)
-      assert.match(problems[0]!, /^cannot read \/nonexistent\/tollgate\.yaml \(ENOENT: /)
+      assert.match(
+        problems[0]!,
+        /^\/nonexistent\/tollgate\.yaml: cannot read \(ENOENT: no such file or directory/,
+      )
     }),
   )
 

@@ -18,7 +18,9 @@ describe("the built binaries", () => {
     fake = await startBinary(FAKEPROVIDER, ["-listen", "127.0.0.1:0", "--name", "primary"])
     writeFileSync(
       join(dir, "pricing.yaml"),
-      stringify({ prices: [{ model: "claude-sonnet-5-5", input: 3, output: 10, cache_read: 0.3, cache_write: 3.75 }] }),
+      stringify({
+        prices: [{ model: "claude-sonnet-5-5", input: 3, output: 10, cache_read: 0.3, cache_write: 3.75 }],
+      }),
     )
     writeFileSync(
       join(dir, "tollgate.yaml"),
@@ -27,7 +29,9 @@ describe("the built binaries", () => {
         usage: { file: "usage.jsonl" },
         pricing: { file: "pricing.yaml" },
         providers: { primary: { kind: "anthropic", base_url: fake.url, api_key_env: "E2E_UPSTREAM_KEY" } },
-        routes: { claude: { api: "anthropic", targets: [{ provider: "primary", model: "claude-sonnet-5-5" }] } },
+        routes: {
+          claude: { api: "anthropic", targets: [{ provider: "primary", model: "claude-sonnet-5-5" }] },
+        },
         tenants: { acme: { keys: [{ id: "ci", sha256: hashKey(key) }], routes: ["claude"] } },
       }),
     )
@@ -79,12 +83,16 @@ describe("the built binaries", () => {
       bad,
       stringify({
         pricing: { file: "pricing.yaml" },
-        providers: { primary: { kind: "anthropic", base_url: "http://127.0.0.1:1", api_key_env: "E2E_UPSTREAM_KEY" } },
+        providers: {
+          primary: { kind: "anthropic", base_url: "http://127.0.0.1:1", api_key_env: "E2E_UPSTREAM_KEY" },
+        },
         routes: { claude: { api: "anthropic", targets: [{ provider: "foo", model: "m" }] } },
         tenants: {},
       }),
     )
-    const result = await runBinary(TOLLGATE, ["config", "validate", "--config", bad], { E2E_UPSTREAM_KEY: "x" })
+    const result = await runBinary(TOLLGATE, ["config", "validate", "--config", bad], {
+      E2E_UPSTREAM_KEY: "x",
+    })
     expect(result.code).toBe(1)
     const lines = result.stderr.trim().split("\n")
     expect(lines).toContain('routes.claude.targets[0].provider: unknown provider "foo"')

@@ -1,0 +1,183 @@
+import { Effect, Either } from "effect"
+import type { ServerResponse } from "node:http"
+import type { RouteConfig, TargetConfig, TollgateConfig } from "../config/model.js"
+import { priceFor } from "../config/pricing.js"
+import type { ProviderAdapter } from "../providers/adapter.js"
+import { RELAY_BUFFER_BYTES, type Providers } from "../providers/Providers.js"
+import type { Breakers, Outcome, Permit } from "../reliability/Breakers.js"
+import type { RetryBudget } from "../reliability/RetryBudget.js"
+import { parseRetryAfter, ruleForInbandError, ruleForStatus, type Rule } from "../reliability/rules.js"
+import { sendAttempt, type AttemptResponse } from "./attempt.js"
+import type { RequestContext } from "./context.js"
+import type { Deadlines } from "./Deadlines.js"
+import { NoUpstreamResponse, type TargetOutcome } from "./errors.js"
+import type { ParsedRequest } from "./request.js"
+
+/** A failed attempt's response, kept unread until Tollgate knows whether another attempt follows. */
+interface Held {
+  readonly response: AttemptResponse
+  readonly target: TargetConfig
+  readonly adapter: ProviderAdapter
+}
+
+/** What must be released if the loop ends early (interruption, defect). */
+interface LoopState {
+  held: Held | undefined
+  permit: Permit | undefined
+}
+
+const discard = (response: AttemptResponse, deadlines: Deadlines["Type"]): void => {
+  deadlines.unregister(response.deadline)
+  response.body.destroy()
+}
+
+/** The rule for an attempt's response: an in-band error or a broken stream before any content stands for a status. */
+const ruleFor = (response: AttemptResponse): { rule: Rule; reason: string } => {
+  const meter = response.meter
+  if (meter !== undefined && !meter.contentStarted) {
+    if (meter.inbandError !== undefined) {
+      return { rule: ruleForInbandError(meter.inbandError.type), reason: `in-band ${meter.inbandError.type}` }
+    }
+    if (meter.failure !== undefined)
+      return { rule: ruleForStatus(502), reason: `${meter.failure} event stream` }
+  }
+  return { rule: ruleForStatus(response.status), reason: `status ${response.status}` }
+}
+
+export interface RouteDeps {
+  readonly config: TollgateConfig
+  readonly providers: Providers["Type"]
+  readonly deadlines: Deadlines["Type"]
+  readonly breakers: Breakers["Type"]
+  readonly retryBudget: RetryBudget["Type"]
+  readonly serveResponse: (
+    ctx: RequestContext,
+    adapter: ProviderAdapter,
+    response: AttemptResponse,
+    res: ServerResponse,
+  ) => Effect.Effect<Outcome>
+}
+
+/**
+ * The attempt loop of reliability.md "Retry rules": targets in order,
+ * `retry.max_attempts` attempts in all, extra attempts paid from the retry
+ * budget, blocked targets skipped for free, discarded error responses
+ * closed unread. When nothing more can be tried, the last upstream
+ * response goes to the client unchanged, or a 502 names the targets.
+ */
+export const makeRunRoute = (deps: RouteDeps) => {
+  const { config, providers, deadlines, breakers, retryBudget } = deps
+
+  const release = (state: LoopState) =>
+    Effect.sync(() => {
+      if (state.held !== undefined) discard(state.held.response, deadlines)
+      if (state.permit !== undefined) breakers.record(state.permit, "neutral")
+      state.held = undefined
+      state.permit = undefined
+    })
+
+  const serve = (ctx: RequestContext, held: Held, res: ServerResponse) => {
+    ctx.target = held.target
+    ctx.price = priceFor(config.prices, held.adapter.config, held.target.model)
+    return deps.serveResponse(ctx, held.adapter, held.response, res)
+  }
+
+  const loop = Effect.fnUntraced(function* (
+    ctx: RequestContext,
+    request: ParsedRequest,
+    route: RouteConfig,
+    res: ServerResponse,
+    state: LoopState,
+  ) {
+    retryBudget.recordRequest()
+    const outcomes: Array<TargetOutcome> = []
+    let blocked = 0
+    let blockedUntil = Number.POSITIVE_INFINITY
+    targets: for (const target of route.targets) {
+      const adapter = providers.get(target.provider)
+      if (!adapter.serves(request.endpoint)) {
+        outcomes.push({ ...target, outcome: "skipped", reason: `does not serve ${request.endpoint}` })
+        continue
+      }
+      let triesHere = 0
+      while (ctx.attempts < route.retry.maxAttempts) {
+        const permit = breakers.acquire(target.provider, target.model, adapter.region)
+        if (permit._tag === "Blocked") {
+          outcomes.push({ ...target, outcome: "skipped", reason: permit.reason })
+          blocked++
+          blockedUntil = Math.min(blockedUntil, permit.until)
+          continue targets
+        }
+        if (ctx.attempts > 0 && !retryBudget.tryConsume()) {
+          breakers.record(permit, "neutral")
+          outcomes.push({ ...target, outcome: "skipped", reason: "retry_budget_exhausted" })
+          break targets
+        }
+        state.permit = permit
+        if (state.held !== undefined) discard(state.held.response, deadlines)
+        state.held = undefined
+        ctx.attempts++
+        triesHere++
+        const result = yield* Effect.either(
+          sendAttempt(
+            deadlines,
+            adapter.dispatcher(route.timeouts.connectMs),
+            adapter.build(request, target.model),
+            route.timeouts,
+            RELAY_BUFFER_BYTES,
+            adapter.api,
+          ),
+        )
+        if (Either.isLeft(result)) {
+          state.permit = undefined
+          breakers.record(permit, "failure")
+          outcomes.push({ ...target, outcome: "failed", reason: result.left.reason })
+          continue targets
+        }
+        const response = result.right
+        const { rule, reason } = ruleFor(response)
+        if (rule.decision === "serve" || rule.decision === "return") {
+          const outcome = yield* serve(ctx, { response, target, adapter }, res)
+          state.permit = undefined
+          breakers.record(permit, rule.decision === "serve" ? outcome : "neutral")
+          return
+        }
+        state.permit = undefined
+        breakers.record(permit, rule.outcome)
+        if (rule.cooldown) {
+          const now = deadlines.now()
+          const ms = parseRetryAfter(response.headers["retry-after"], now)
+          if (ms !== undefined && ms > 0)
+            breakers.cooldown(target.provider, target.model, adapter.region, now + ms)
+        }
+        outcomes.push({ ...target, outcome: "failed", reason })
+        state.held = { response, target, adapter }
+        if (rule.decision === "retry_same" && triesHere < 2) continue
+        continue targets
+      }
+      break
+    }
+    const held = state.held
+    if (held !== undefined) {
+      state.held = undefined
+      yield* serve(ctx, held, res)
+      return
+    }
+    if (ctx.attempts === 0 && blocked > 0) {
+      return yield* new NoUpstreamResponse({
+        message: "every target of the route is blocked by an open breaker or a cooldown",
+        targets: outcomes,
+        retryAfterSeconds: Math.max(1, Math.ceil((blockedUntil - deadlines.now()) / 1000)),
+      })
+    }
+    return yield* new NoUpstreamResponse({
+      message: "no target of the route produced a response",
+      targets: outcomes,
+    })
+  })
+
+  return (ctx: RequestContext, request: ParsedRequest, route: RouteConfig, res: ServerResponse) => {
+    const state: LoopState = { held: undefined, permit: undefined }
+    return Effect.ensuring(loop(ctx, request, route, res, state), release(state))
+  }
+}

@@ -1,0 +1,52 @@
+import { Context, Effect, Layer } from "effect"
+import { Config } from "../config/Config.js"
+import { Window } from "./Window.js"
+
+/** Extra attempts the budget always permits in the recent minute, whatever the traffic. */
+export const RETRY_BUDGET_FLOOR = 10
+
+const REQUESTS = 0
+const EXTRA = 1
+
+/**
+ * The process-wide retry budget (reliability.md "Retry budget"): extra
+ * attempts — retries and fallbacks alike — in the recent minute may not
+ * exceed 10 + `retry.budget_ratio` × requests in the recent minute.
+ * Skipped targets do not consume it. A restart clears it.
+ */
+export class RetryBudget extends Context.Tag("tollgate/RetryBudget")<
+  RetryBudget,
+  {
+    /** Counts one request that reached the attempt loop. */
+    readonly recordRequest: () => void
+    /** Consumes one extra attempt if the budget permits it; false when it is spent. */
+    readonly tryConsume: () => boolean
+    /** Extra attempts still permitted now. */
+    readonly remaining: () => number
+  }
+>() {}
+
+/** The budget arithmetic, for a given ratio; `now` in epoch ms. */
+export const makeRetryBudget = (ratio: number, now: () => number): RetryBudget["Type"] => {
+  const window = new Window(2)
+  const allowed = (t: number) => RETRY_BUDGET_FLOOR + ratio * window.sum(t, REQUESTS) - window.sum(t, EXTRA)
+  return {
+    recordRequest: () => window.add(now(), REQUESTS),
+    tryConsume: () => {
+      const t = now()
+      if (allowed(t) < 1) return false
+      window.add(t, EXTRA)
+      return true
+    },
+    remaining: () => Math.max(0, Math.floor(allowed(now()))),
+  }
+}
+
+export const layer = Layer.effect(
+  RetryBudget,
+  Effect.gen(function* () {
+    const config = yield* Config
+    const clock = yield* Effect.clock
+    return makeRetryBudget(config.retry.budgetRatio, () => clock.unsafeCurrentTimeMillis())
+  }),
+)

@@ -1,0 +1,119 @@
+import { mkdtempSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { Command } from "@effect/cli"
+import { NodeContext } from "@effect/platform-node"
+import { afterEach, assert, beforeEach, describe, it, vi } from "@effect/vitest"
+import { ConfigProvider, Effect, Either, Option } from "effect"
+import { configCommand } from "../../src/cli/configCommand.js"
+import { keysCommand } from "../../src/cli/keysCommand.js"
+import { defaultConfigPath, resolveConfigPath } from "../../src/cli/options.js"
+import { hashKey } from "../../src/keys/keys.js"
+
+const run = <Name extends string, R, E, A>(
+  command: Command.Command<Name, R, E, A>,
+  args: ReadonlyArray<string>,
+) =>
+  Command.run(command, { name: "tollgate", version: "test" })(["node", "tollgate", ...args]).pipe(
+    Effect.provide(NodeContext.layer),
+  )
+
+let out: Array<string> = []
+let err: Array<string> = []
+beforeEach(() => {
+  out = []
+  err = []
+  vi.spyOn(console, "log").mockImplementation((...args: Array<unknown>) => void out.push(args.join(" ")))
+  vi.spyOn(console, "error").mockImplementation((...args: Array<unknown>) => void err.push(args.join(" ")))
+})
+afterEach(() => {
+  vi.restoreAllMocks()
+})
+
+const writeConfig = (text: string) => {
+  const dir = mkdtempSync(join(tmpdir(), "tollgate-cli-"))
+  writeFileSync(join(dir, "pricing.yaml"), "prices: []\n")
+  writeFileSync(join(dir, "tollgate.yaml"), `pricing: { file: pricing.yaml }\n${text}`)
+  return join(dir, "tollgate.yaml")
+}
+
+describe("resolveConfigPath", () => {
+  it.effect("prefers --config, then TOLLGATE_CONFIG, then config/tollgate.yaml", () =>
+    Effect.gen(function* () {
+      const env = (map: Record<string, string>) => Effect.withConfigProvider(ConfigProvider.fromJson(map))
+      const fromEnv = { TOLLGATE_CONFIG: "/etc/tg.yaml" }
+      assert.strictEqual(yield* resolveConfigPath(Option.some("a.yaml")).pipe(env(fromEnv)), "a.yaml")
+      assert.strictEqual(yield* resolveConfigPath(Option.none()).pipe(env(fromEnv)), "/etc/tg.yaml")
+      assert.strictEqual(
+        yield* resolveConfigPath(Option.none()).pipe(env({ TOLLGATE_CONFIG: "" })),
+        defaultConfigPath,
+      )
+      assert.strictEqual(yield* resolveConfigPath(Option.none()).pipe(env({})), "config/tollgate.yaml")
+    }),
+  )
+})
+
+describe("tollgate config validate", () => {
+  it.effect("prints ok then each warning", () =>
+    Effect.gen(function* () {
+      const path = writeConfig("providers: { openai: { kind: openai, api_key_env: TG_CLI_UNSET_KEY } }\n")
+      yield* run(configCommand, ["validate", "--config", path])
+      assert.deepStrictEqual(out, [
+        "ok",
+        "warning: providers.openai.api_key_env: environment variable TG_CLI_UNSET_KEY is unset or empty",
+      ])
+      assert.deepStrictEqual(err, [])
+    }),
+  )
+
+  it.effect("prints one line per problem on stderr and fails with ConfigInvalid", () =>
+    Effect.gen(function* () {
+      const path = writeConfig(
+        "routes:\n  claude: { api: anthropic, targets: [{ provider: foo, model: m }] }\nserver: { listen: nope }\n",
+      )
+      const result = yield* Effect.either(run(configCommand, ["validate", "--config", path]))
+      assert.isTrue(Either.isLeft(result) && result.left._tag === "ConfigInvalid")
+      assert.deepStrictEqual(err, [
+        "server.listen: must be host:port with a port from 0 to 65535, e.g. 127.0.0.1:8080 or [::1]:8080",
+        'routes.claude.targets[0].provider: unknown provider "foo"',
+      ])
+      assert.deepStrictEqual(out, [])
+    }),
+  )
+})
+
+describe("tollgate keys create", () => {
+  it.effect("prints a new secret and the entry with its hash", () =>
+    Effect.gen(function* () {
+      yield* run(keysCommand, ["create", "--tenant", "acme", "--id", "ci"])
+      const text = out.join("\n")
+      const secret = /tg_[0-9A-Za-z]{32}/.exec(text)?.[0]
+      assert.isDefined(secret)
+      assert.isTrue(text.endsWith(`- id: ci\n  sha256: ${hashKey(secret!)}`))
+    }),
+  )
+
+  it.effect("makes a key id when --id is absent", () =>
+    Effect.gen(function* () {
+      yield* run(keysCommand, ["create", "--tenant", "acme"])
+      assert.match(out.join("\n"), /\n- id: key-[0-9a-z]{8}\n {2}sha256: [0-9a-f]{64}$/)
+    }),
+  )
+
+  it.effect("--help names the options and what the command does", () =>
+    Effect.gen(function* () {
+      yield* run(keysCommand, ["create", "--help"])
+      const help = out.join("\n")
+      assert.include(help, "create --tenant NAME [--id ID]")
+      assert.include(help, "prints the secret once")
+    }),
+  )
+
+  it.effect("refuses a run without --tenant", () =>
+    Effect.gen(function* () {
+      const result = yield* Effect.either(run(keysCommand, ["create"]))
+      assert.isTrue(Either.isLeft(result))
+      assert.notMatch(out.join("\n"), /tg_/)
+    }),
+  )
+})
