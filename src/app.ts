@@ -8,18 +8,32 @@ import { UsageLog } from "./meter/UsageLog.js"
 import * as Providers from "./providers/Providers.js"
 import * as Breakers from "./reliability/Breakers.js"
 import * as RetryBudget from "./reliability/RetryBudget.js"
+import * as Limits from "./limits/Limits.js"
+import { layerMemory } from "./limits/memoryStore.js"
+import { layerRedis } from "./limits/redisStore.js"
+import type { Store } from "./limits/Store.js"
 
 /**
  * The whole gateway for one decoded config: every layer, composed once.
  * Entry points (`tollgate serve`, `tollgate demo`, tests) build this.
  */
-export const appLayer = (config: TollgateConfig) => {
+export const appLayer = (
+  config: TollgateConfig,
+  overrides: {
+    /** A store shared with other copies (tests of several copies in one process). */
+    readonly store?: Layer.Layer<Store, unknown>
+  } = {},
+) => {
+  const store =
+    overrides.store ??
+    (config.store.kind === "redis" ? layerRedis(config.store.url) : layerMemory({ usageFile: config.usageFile }))
   const base = Layer.mergeAll(
     Providers.layer,
     Deadlines.layer,
     Breakers.layer,
     RetryBudget.layer,
     UsageLog.layer(config.usageFile),
+    Limits.layer.pipe(Layer.provide(store)),
   ).pipe(Layer.provideMerge(Config.layerFrom(config)))
   return Server.layer.pipe(Layer.provide(Gateway.layer), Layer.provide(base))
 }

@@ -4,13 +4,14 @@ import type { IncomingMessage, ServerResponse } from "node:http"
 import { Config } from "../config/Config.js"
 import type { RouteConfig } from "../config/model.js"
 import { renderError } from "../http/errorBody.js"
-import { estimateInputTokens } from "../limits/estimate.js"
+import { Limits } from "../limits/Limits.js"
 import { UsageLog } from "../meter/UsageLog.js"
 import { Providers } from "../providers/Providers.js"
 import { Breakers } from "../reliability/Breakers.js"
 import { RetryBudget } from "../reliability/RetryBudget.js"
 import { makeAuthenticator } from "./auth.js"
 import { RequestContext } from "./context.js"
+import { makePriceBook, planAdmission } from "./admission.js"
 import { Deadlines } from "./Deadlines.js"
 import {
   InternalError,
@@ -47,14 +48,20 @@ export const layer = Layer.effect(
     const usageLog = yield* UsageLog
     const breakers = yield* Breakers
     const retryBudget = yield* RetryBudget
+    const limits = yield* Limits
+    const price = makePriceBook(config)
     const authenticate = makeAuthenticator(config)
     const run = Runtime.runFork(yield* Effect.runtime<never>())
 
+    /** Settles the admission and appends the usage record, once per request, before the response ends. */
     const record = (ctx: RequestContext) =>
       Effect.suspend(() => {
         if (ctx.recorded) return Effect.void
         ctx.recorded = true
-        return usageLog.append(ctx.toRecord(deadlines.now()))
+        const append = Effect.suspend(() => usageLog.append(ctx.toRecord(deadlines.now())))
+        const admission = ctx.admission
+        if (admission === undefined) return append
+        return Effect.zipRight(limits.settle(admission, ctx.cost(), ctx.settledTokens()), append)
       })
 
     const resolveRoute = (
@@ -80,8 +87,8 @@ export const layer = Layer.effect(
       return Either.right(route)
     }
 
-    const serveResponse = makeServeResponse(deadlines, record)
-    const runRoute = makeRunRoute({ config, providers, deadlines, breakers, retryBudget, serveResponse })
+    const serveResponse = makeServeResponse(deadlines, limits, record)
+    const runRoute = makeRunRoute({ price, providers, deadlines, breakers, retryBudget, serveResponse })
 
     const serve = Effect.fnUntraced(function* (
       ctx: RequestContext,
@@ -94,7 +101,22 @@ export const layer = Layer.effect(
       ctx.request = request
       const route = yield* resolveRoute(ctx, request)
       ctx.route = route
-      ctx.inputEstimate = estimateInputTokens(request.json)
+      const plan = planAdmission(config, price, ctx, request, route, req.headers)
+      if (plan instanceof InvalidRequest) return yield* plan
+      ctx.admission = yield* limits.admit({
+        tenant: ctx.principal.tenant,
+        tokenCost: plan.tokenCost,
+        reserve: plan.reserve,
+        sessionId: plan.sessionId,
+      })
+      if (request.endpoint === "/v1/messages/count_tokens") {
+        // Forwarded to the first direct Anthropic target only (Vertex has no count_tokens here).
+        const direct = route.targets.find((t) => providers.get(t.provider).serves(request.endpoint))
+        if (direct === undefined) {
+          return yield* new RouteNotFound({ message: `model "${route.name}" has no direct Anthropic target for count_tokens` })
+        }
+        return yield* runRoute(ctx, request, { ...route, targets: [direct] }, res)
+      }
       return yield* runRoute(ctx, request, route, res)
     })
 

@@ -42,6 +42,18 @@ export class AttemptFailed extends Data.TaggedError("AttemptFailed")<{
   readonly detail: string
 }> {}
 
+const ignore = () => {}
+
+/**
+ * Closes an upstream response body without reading it. undici's body emits
+ * an abort error when destroyed before its end; without a listener that
+ * error would crash the process.
+ */
+export const closeBody = (body: Body): void => {
+  body.on("error", ignore)
+  body.destroy()
+}
+
 const isEventStream = (contentType: string | Array<string> | undefined): boolean =>
   typeof contentType === "string" && contentType.startsWith("text/event-stream")
 
@@ -77,7 +89,7 @@ export const sendAttempt = (
     const fail = (failure: AttemptFailed) => {
       if (settled) return
       deadlines.unregister(deadline)
-      if (body !== undefined) body.destroy()
+      if (body !== undefined) closeBody(body)
       else controller.abort()
       settle(Effect.fail(failure))
     }
@@ -102,7 +114,7 @@ export const sendAttempt = (
       },
       (error, data) => {
         if (settled) {
-          if (data !== undefined) data.body.destroy()
+          if (data !== undefined) closeBody(data.body)
           return
         }
         if (error !== null) return fail(failureOf(error))
@@ -162,7 +174,7 @@ export const sendAttempt = (
       if (settled) return
       settled = true
       deadlines.unregister(deadline)
-      if (body !== undefined) body.destroy()
+      if (body !== undefined) closeBody(body)
       else controller.abort()
     })
   })

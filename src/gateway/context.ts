@@ -1,5 +1,6 @@
 import type { ApiFormat, PriceEntry, RouteConfig, TargetConfig } from "../config/model.js"
 import { costMicroUsd } from "../meter/cost.js"
+import type { Admission } from "../limits/Limits.js"
 import type { UsageRecord } from "../meter/record.js"
 import { makeUsageAcc, type UsageAcc } from "../meter/usage.js"
 import type { Principal } from "./auth.js"
@@ -26,9 +27,14 @@ export class RequestContext {
   /** The client response has started (headers and first byte written): no retry or fallback any more. */
   committed = false
   usage: UsageAcc = makeUsageAcc()
-  /** Estimated input tokens of the request (ceil(bytes / 4)). */
+  /** Estimated input tokens of the request (ADR 0003). */
   inputEstimate = 0
-  reservedMicroUsd = 0
+  /** Output tokens reserved: the smaller of max_tokens and reservation.output_tokens (ADR 0018). */
+  reservedOutput = 0
+  /** The admission to settle; undefined until admitted. */
+  admission: Admission | undefined = undefined
+  /** Estimated cost at the serving target's price, micro-USD: the floor of an estimated or incomplete charge. */
+  targetEstimate = 0
   usageEstimated = false
   incomplete = false
   session: string | null = null
@@ -48,8 +54,16 @@ export class RequestContext {
     if (this.price === undefined || this.status < 200 || this.status >= 300) return 0
     if (this.endpoint === "/v1/messages/count_tokens") return 0
     const used = costMicroUsd(this.usage, this.price)
-    if (this.usageEstimated || this.incomplete) return Math.max(used, this.reservedMicroUsd)
+    if (this.usageEstimated || this.incomplete) return Math.max(used, this.targetEstimate)
     return used
+  }
+
+  /** Tokens to count against tokens_per_minute at settle: the reported usage, else the admission's estimate. */
+  settledTokens(): number {
+    if (this.status < 200 || this.status >= 300) return 0
+    if (!this.usage.reported) return this.admission?.tokenCost ?? 0
+    const u = this.usage
+    return u.inputTokens + u.outputTokens + u.cacheReadTokens + u.cacheWriteTokens
   }
 
   /** The usage record (SPEC "Usage records"). */
@@ -70,7 +84,7 @@ export class RequestContext {
       output_tokens: this.usage.outputTokens,
       cache_read_tokens: this.usage.cacheReadTokens,
       cache_write_tokens: this.usage.cacheWriteTokens,
-      reserved_micro_usd: this.reservedMicroUsd,
+      reserved_micro_usd: this.admission?.reserved ?? 0,
       cost_micro_usd: this.cost(),
       usage_estimated: this.usageEstimated,
       incomplete: this.incomplete,

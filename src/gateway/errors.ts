@@ -63,6 +63,9 @@ export class InternalError extends Schema.TaggedError<InternalError>()("Internal
 }) {}
 
 export type GatewayError =
+  | RateLimited
+  | BudgetExceeded
+  | StoreUnavailable
   | Unauthenticated
   | RouteNotAllowed
   | RouteNotFound
@@ -71,3 +74,25 @@ export type GatewayError =
   | Draining
   | NoUpstreamResponse
   | InternalError
+
+/** A rate limit refused the request (429). */
+export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited", {
+  message: Schema.String,
+  retryAfterSeconds: Schema.Number,
+  /** The `ratelimit-*` headers at the refusal. */
+  rateHeaders: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })),
+}) {}
+
+/** A hard budget has no money left for the request (402). */
+export class BudgetExceeded extends Schema.TaggedError<BudgetExceeded>()("BudgetExceeded", {
+  message: Schema.String,
+  budget: Schema.Literal("month", "session"),
+  rateHeaders: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })),
+}) {}
+
+/** The limit store is down and the tenant has a hard budget (503, ADR 0006). */
+export class StoreUnavailable extends Schema.TaggedError<StoreUnavailable>()("StoreUnavailable", {}) {
+  override get message(): string {
+    return "the limit store is unavailable and this tenant has a hard budget; retry shortly"
+  }
+}

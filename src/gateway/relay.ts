@@ -1,6 +1,6 @@
 import { Effect } from "effect"
 import type { ServerResponse } from "node:http"
-import type { AttemptResponse } from "./attempt.js"
+import { closeBody, type AttemptResponse } from "./attempt.js"
 import type { Deadlines, TimeoutKind } from "./Deadlines.js"
 
 /** How a committed relay ended. Client disconnects are not here: they interrupt the request fiber. */
@@ -10,8 +10,14 @@ export type RelayEnd =
   | { readonly _tag: "UpstreamFailed"; readonly reason: string }
   /** The client did not take data for `timeouts.idle` (a slow client, not the upstream's fault). */
   | { readonly _tag: "ClientStalled" }
+  /** The observer asked to pause (the budget cutoff needs a larger reservation); call `relay` again to go on. */
+  | { readonly _tag: "Paused" }
 
 const COMPLETE: RelayEnd = { _tag: "Complete" }
+const PAUSED: RelayEnd = { _tag: "Paused" }
+
+/** What an observer returns to pause the relay after the current chunk (the upstream stays open). */
+export const PAUSE = "pause"
 
 /**
  * Reads a look at each chunk after it was written; returns a reason to stop
@@ -40,15 +46,15 @@ export const relay = (
   Effect.async<RelayEnd>((resume) => {
     const { body, deadline } = response
     let done = false
-    const stop = (destroy: boolean): boolean => {
+    const stop = (destroy: boolean, keepOpen = false): boolean => {
       if (done) return false
       done = true
-      deadlines.unregister(deadline)
+      if (!keepOpen) deadlines.unregister(deadline)
       body.off("data", onData)
       body.off("end", onEnd)
       body.off("error", onError)
       res.off("drain", onDrain)
-      if (destroy) body.destroy()
+      if (destroy) closeBody(body)
       return true
     }
     const finish = (end: RelayEnd, destroy: boolean) => {
@@ -57,6 +63,11 @@ export const relay = (
     const write = (chunk: Buffer, observed: boolean): boolean => {
       const more = res.write(chunk)
       const reason = observed ? undefined : observe(chunk)
+      if (reason === PAUSE) {
+        body.pause()
+        if (stop(false, true)) resume(Effect.succeed(PAUSED))
+        return false
+      }
       if (reason !== undefined) {
         finish({ _tag: "UpstreamFailed", reason }, true)
         return false

@@ -14,6 +14,8 @@ export const tollgateHeaders = (ctx: RequestContext, headers: OutgoingHttpHeader
   }
   headers["x-tollgate-attempts"] = String(ctx.attempts)
   if (ctx.session !== null) headers["x-tollgate-session"] = ctx.session
+  const rate = ctx.admission?.headers
+  if (rate !== undefined) Object.assign(headers, rate)
   return headers
 }
 

@@ -1,13 +1,13 @@
 import { Effect, Either } from "effect"
 import type { ServerResponse } from "node:http"
-import type { RouteConfig, TargetConfig, TollgateConfig } from "../config/model.js"
-import { priceFor } from "../config/pricing.js"
+import type { PriceEntry, RouteConfig, TargetConfig } from "../config/model.js"
 import type { ProviderAdapter } from "../providers/adapter.js"
 import { RELAY_BUFFER_BYTES, type Providers } from "../providers/Providers.js"
 import type { Breakers, Outcome, Permit } from "../reliability/Breakers.js"
 import type { RetryBudget } from "../reliability/RetryBudget.js"
 import { parseRetryAfter, ruleForInbandError, ruleForStatus, type Rule } from "../reliability/rules.js"
-import { sendAttempt, type AttemptResponse } from "./attempt.js"
+import { closeBody, sendAttempt, type AttemptResponse } from "./attempt.js"
+import { targetEstimate } from "./admission.js"
 import type { RequestContext } from "./context.js"
 import type { Deadlines } from "./Deadlines.js"
 import { NoUpstreamResponse, type TargetOutcome } from "./errors.js"
@@ -28,7 +28,7 @@ interface LoopState {
 
 const discard = (response: AttemptResponse, deadlines: Deadlines["Type"]): void => {
   deadlines.unregister(response.deadline)
-  response.body.destroy()
+  closeBody(response.body)
 }
 
 /** The rule for an attempt's response: an in-band error or a broken stream before any content stands for a status. */
@@ -45,7 +45,7 @@ const ruleFor = (response: AttemptResponse): { rule: Rule; reason: string } => {
 }
 
 export interface RouteDeps {
-  readonly config: TollgateConfig
+  readonly price: (target: TargetConfig) => PriceEntry | undefined
   readonly providers: Providers["Type"]
   readonly deadlines: Deadlines["Type"]
   readonly breakers: Breakers["Type"]
@@ -66,7 +66,7 @@ export interface RouteDeps {
  * response goes to the client unchanged, or a 502 names the targets.
  */
 export const makeRunRoute = (deps: RouteDeps) => {
-  const { config, providers, deadlines, breakers, retryBudget } = deps
+  const { price, providers, deadlines, breakers, retryBudget } = deps
 
   const release = (state: LoopState) =>
     Effect.sync(() => {
@@ -78,7 +78,8 @@ export const makeRunRoute = (deps: RouteDeps) => {
 
   const serve = (ctx: RequestContext, held: Held, res: ServerResponse) => {
     ctx.target = held.target
-    ctx.price = priceFor(config.prices, held.adapter.config, held.target.model)
+    ctx.price = price(held.target)
+    ctx.targetEstimate = targetEstimate(ctx, ctx.price)
     return deps.serveResponse(ctx, held.adapter, held.response, res)
   }
 

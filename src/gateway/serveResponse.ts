@@ -2,15 +2,43 @@ import { Effect } from "effect"
 import type { ServerResponse } from "node:http"
 import { streamErrorEvent } from "../http/errorBody.js"
 import type { ProviderAdapter } from "../providers/adapter.js"
+import type { Limits } from "../limits/Limits.js"
+import { costMicroUsd } from "../meter/cost.js"
+import type { StreamMeter } from "../meter/stream.js"
 import type { Outcome } from "../reliability/Breakers.js"
-import type { AttemptResponse } from "./attempt.js"
+import { closeBody, type AttemptResponse } from "./attempt.js"
 import type { RequestContext } from "./context.js"
 import type { Deadlines } from "./Deadlines.js"
 import { JsonCollector } from "./jsonCollector.js"
-import { relay, type Observer } from "./relay.js"
+import { PAUSE, relay, type Observer } from "./relay.js"
 import { relayHeaders } from "./respond.js"
 
 const noObserver: Observer = () => undefined
+
+/**
+ * The approximate cutoff for hard-budget streams (SPEC "Sessions", ADR 0029):
+ * the reported input usage plus an output estimate (ceil(output bytes / 4)),
+ * priced at the serving target; `needed()` is how far that passes the
+ * request's reservation (≤ 0: nothing to do).
+ */
+const streamCutoff = (ctx: RequestContext, meter: StreamMeter) => {
+  const admission = ctx.admission
+  const price = ctx.price
+  const tenant = ctx.principal.tenant
+  const hard = tenant.budgets.month?.mode === "hard" || (ctx.session !== null && tenant.budgets.session?.mode === "hard")
+  if (admission === undefined || admission.via !== "store" || price === undefined || !hard) return undefined
+  const estimate = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 }
+  return {
+    needed: (): number => {
+      const u = meter.usage
+      estimate.inputTokens = u.reported ? u.inputTokens : ctx.inputEstimate
+      estimate.cacheReadTokens = u.cacheReadTokens
+      estimate.cacheWriteTokens = u.cacheWriteTokens
+      estimate.outputTokens = Math.max(u.outputTokens, Math.ceil(meter.outputChars / 4))
+      return costMicroUsd(estimate, price) - admission.reserved
+    },
+  }
+}
 
 /**
  * Commits `response` to the client (status, headers, held chunks) and
@@ -23,6 +51,7 @@ const noObserver: Observer = () => undefined
  */
 export const makeServeResponse = (
   deadlines: Deadlines["Type"],
+  limits: Limits["Type"],
   record: (ctx: RequestContext) => Effect.Effect<void>,
 ) =>
   Effect.fnUntraced(function* (
@@ -36,12 +65,14 @@ export const makeServeResponse = (
     const meter = response.meter
     let json: JsonCollector | undefined
     let observe = noObserver
+    const cutoff = ok && meter !== undefined ? streamCutoff(ctx, meter) : undefined
     if (meter !== undefined) {
       // The meter's accumulator is the request's usage, so an interrupted relay still records what arrived.
       ctx.usage = meter.usage
       observe = (chunk) => {
         meter.push(chunk)
-        return meter.failure
+        if (meter.failure !== undefined) return meter.failure
+        return cutoff !== undefined && cutoff.needed() > 0 ? PAUSE : undefined
       }
     } else if (ok) {
       const collector = (json = new JsonCollector())
@@ -53,7 +84,19 @@ export const makeServeResponse = (
     }
     res.writeHead(response.status, relayHeaders(ctx, response.headers))
     ctx.committed = true
-    const end = yield* relay(deadlines, response, res, observe)
+    let end = yield* relay(deadlines, response, res, observe)
+    while (end._tag === "Paused" && cutoff !== undefined) {
+      const extended = yield* limits.extend(ctx.admission!, Math.max(cutoff.needed(), ctx.targetEstimate, 1))
+      if (!extended) {
+        // The approximate cutoff (ADR 0029): stop reading upstream and end the stream.
+        deadlines.unregister(response.deadline)
+        closeBody(response.body)
+        end = { _tag: "UpstreamFailed", reason: "budget_exceeded" }
+        ctx.error = "budget_exceeded"
+        break
+      }
+      end = yield* relay(deadlines, response, res, observe)
+    }
     if (meter !== undefined) {
       meter.end()
       if (meter.inbandError !== undefined) ctx.error = `upstream_error: ${meter.inbandError.type}`
@@ -81,7 +124,11 @@ export const makeServeResponse = (
         res.destroy()
         return outcome
       }
-      if (meter.inbandError === undefined) {
+      // What streamed past the last usage report may still be charged by the provider.
+      meter.usage.outputTokens = Math.max(meter.usage.outputTokens, Math.ceil(meter.outputChars / 4))
+      if (ctx.error === "budget_exceeded") {
+        res.write(streamErrorEvent(adapter.api, "budget_exceeded", "the budget has no money left to continue this stream"))
+      } else if (meter.inbandError === undefined) {
         res.write(streamErrorEvent(adapter.api, "api_error", `upstream stream failed: ${ctx.error}`))
       }
     } else if (ok && !ctx.usage.reported) {

@@ -34,6 +34,12 @@ const mapping = (error: GatewayError): Mapped => {
       return { status: 502, anthropic: "api_error", openai: "api_error" }
     case "InternalError":
       return { status: 500, anthropic: "api_error", openai: "api_error" }
+    case "RateLimited":
+      return { status: 429, anthropic: "rate_limit_error", openai: "rate_limit_error" }
+    case "BudgetExceeded":
+      return { status: 402, anthropic: "budget_exceeded", openai: "budget_exceeded" }
+    case "StoreUnavailable":
+      return { status: 503, anthropic: "overloaded_error", openai: "overloaded_error" }
   }
 }
 
@@ -50,6 +56,9 @@ export const renderError = (api: ApiFormat, error: GatewayError): ErrorResponse 
     if (error.retryAfterSeconds !== undefined) headers["retry-after"] = String(error.retryAfterSeconds)
   }
   if (error._tag === "Draining") headers["connection"] = "close"
+  if (error._tag === "RateLimited" || error._tag === "BudgetExceeded") Object.assign(headers, error.rateHeaders)
+  if (error._tag === "RateLimited") headers["retry-after"] = String(error.retryAfterSeconds)
+  if (error._tag === "StoreUnavailable") headers["retry-after"] = "5"
   const body =
     api === "anthropic"
       ? JSON.stringify({ type: "error", error: detail })
@@ -65,6 +74,10 @@ const errorCode = (error: GatewayError): string | null => {
       return "model_not_found"
     case "BodyTooLarge":
       return "request_too_large"
+    case "RateLimited":
+      return "rate_limit_exceeded"
+    case "BudgetExceeded":
+      return "budget_exceeded"
     default:
       return null
   }

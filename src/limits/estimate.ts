@@ -1,26 +1,50 @@
 /**
- * The input-token estimate used before a provider reports usage: the
- * UTF-8 bytes of every string in the prompt-bearing fields (system prompt,
- * messages, tool definitions), divided by 4 and rounded up.
+ * The input-token estimate used before a provider reports usage (ADR 0003):
+ * the UTF-8 bytes of the request's text content — system prompt, message
+ * text, tool calls and results, tool definitions — divided by 4, rounded up.
+ * Role names, block types and other structure are not content and are not
+ * counted; images and documents are not text and add nothing.
  */
 
-const PROMPT_FIELDS = ["system", "messages", "tools", "tool_choice", "functions"] as const
+const bytes = (text: string): number => Buffer.byteLength(text, "utf8")
 
-const stringBytes = (value: unknown, depth: number): number => {
-  if (typeof value === "string") return Buffer.byteLength(value, "utf8")
-  if (depth > 64 || typeof value !== "object" || value === null) return 0
+const json = (value: unknown): number => (value === undefined ? 0 : bytes(JSON.stringify(value)))
+
+/** Text bytes of one content value: a string, or an array of content blocks/parts. */
+const contentBytes = (content: unknown, depth = 0): number => {
+  if (typeof content === "string") return bytes(content)
+  if (!Array.isArray(content) || depth > 8) return 0
   let total = 0
-  if (Array.isArray(value)) {
-    for (const item of value) total += stringBytes(item, depth + 1)
-  } else {
-    for (const key in value) total += stringBytes((value as Record<string, unknown>)[key], depth + 1)
+  for (const block of content) {
+    if (typeof block !== "object" || block === null) continue
+    const b = block as Record<string, unknown>
+    if (typeof b["text"] === "string") total += bytes(b["text"])
+    if (typeof b["thinking"] === "string") total += bytes(b["thinking"])
+    if (b["type"] === "tool_use") total += json(b["input"]) + (typeof b["name"] === "string" ? bytes(b["name"]) : 0)
+    if (b["type"] === "tool_result") total += contentBytes(b["content"], depth + 1)
   }
   return total
 }
 
-/** Estimated input tokens of a request body: ceil(prompt text bytes / 4). */
+const messageBytes = (message: unknown): number => {
+  if (typeof message !== "object" || message === null) return 0
+  const m = message as Record<string, unknown>
+  let total = contentBytes(m["content"])
+  if (Array.isArray(m["tool_calls"])) {
+    for (const call of m["tool_calls"]) {
+      const fn = (call as { function?: { name?: unknown; arguments?: unknown } } | null)?.function
+      if (typeof fn?.name === "string") total += bytes(fn.name)
+      if (typeof fn?.arguments === "string") total += bytes(fn.arguments)
+    }
+  }
+  return total
+}
+
+/** Estimated input tokens of a request body (Anthropic or OpenAI format): ceil(text bytes / 4). */
 export const estimateInputTokens = (body: Readonly<Record<string, unknown>>): number => {
-  let bytes = 0
-  for (const field of PROMPT_FIELDS) bytes += stringBytes(body[field], 0)
-  return Math.ceil(bytes / 4)
+  let total = contentBytes(body["system"])
+  const messages = body["messages"]
+  if (Array.isArray(messages)) for (const message of messages) total += messageBytes(message)
+  total += json(body["tools"]) + json(body["functions"])
+  return Math.ceil(total / 4)
 }

@@ -88,6 +88,14 @@ const make = Effect.fnUntraced(function* (file: string) {
       }),
   )
   let prefix = needsNewline ? "\n" : ""
+  // Appends within one event-loop turn go to the OS as one writev: one syscall and one thread-pool
+  // hand-off for many records instead of one each (the per-record cost was ~100 µs of CPU under load).
+  let corked: fs.WriteStream | undefined
+  const uncork = () => {
+    const current = corked
+    corked = undefined
+    current?.uncork()
+  }
 
   const append = (record: UsageRecord): Effect.Effect<void> =>
     Effect.async<void>((resume) => {
@@ -98,6 +106,11 @@ const make = Effect.fnUntraced(function* (file: string) {
       }
       const line = prefix === "" ? encodeRecord(record) : prefix + encodeRecord(record)
       prefix = ""
+      if (corked === undefined) {
+        corked = stream
+        stream.cork()
+        setImmediate(uncork)
+      }
       stream.write(line, (cause) => {
         if (cause == null) return resume(Effect.void)
         resume(

@@ -120,7 +120,8 @@ export const makeBreakers = (config: BreakerConfig, now: () => number) => {
     breaker.window.add(t, outcome === "success" ? SUCCESSES : FAILURES)
     const failures = breaker.window.sum(t, FAILURES)
     const total = failures + breaker.window.sum(t, SUCCESSES)
-    if (total >= config.minRequests && failures >= config.failureRatio * total) {
+    // failures / total, not ratio × total: 0.28 × 25 is 7.000000000000001, so 7 of 25 would not open.
+    if (total >= config.minRequests && failures / total >= config.failureRatio) {
       breaker.transition("open", t, config.openForMs)
     }
   }

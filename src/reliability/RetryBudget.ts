@@ -29,7 +29,9 @@ export class RetryBudget extends Context.Tag("tollgate/RetryBudget")<
 /** The budget arithmetic, for a given ratio; `now` in epoch ms. */
 export const makeRetryBudget = (ratio: number, now: () => number): RetryBudget["Type"] => {
   const window = new Window(2)
-  const allowed = (t: number) => RETRY_BUDGET_FLOOR + ratio * window.sum(t, REQUESTS) - window.sum(t, EXTRA)
+  // Whole attempts; the 1e-6 absorbs float error (0.57 × 200 is 113.99999999999999, not 114).
+  const allowed = (t: number) =>
+    RETRY_BUDGET_FLOOR + Math.floor(ratio * window.sum(t, REQUESTS) + 1e-6) - window.sum(t, EXTRA)
   return {
     recordRequest: () => window.add(now(), REQUESTS),
     tryConsume: () => {

@@ -58,7 +58,8 @@ export const parseRetryAfter = (value: string | string[] | undefined, now: numbe
   const text = value.trim()
   if (/^\d+$/.test(text)) return Math.min(Number(text) * 1000, MAX_RETRY_AFTER_MS)
   if (!/^[A-Za-z]{3},? /.test(text) && !/^[A-Za-z]+day, /.test(text)) return undefined
-  const at = Date.parse(text)
+  // The asctime form ("Sun Nov  6 08:49:37 1994") names no zone; it is GMT, not the local time.
+  const at = Date.parse(/^[A-Za-z]{3} /.test(text) ? `${text} GMT` : text)
   if (Number.isNaN(at)) return undefined
   return Math.min(Math.max(0, at - now), MAX_RETRY_AFTER_MS)
 }

@@ -12,6 +12,7 @@ import { decodeConfig } from "../../src/config/load.js"
 import type { TollgateConfig } from "../../src/config/model.js"
 import { Server } from "../../src/http/Server.js"
 import { generateKey, hashKey } from "../../src/keys/keys.js"
+import type { Store } from "../../src/limits/Store.js"
 import type { UsageRecord } from "../../src/meter/record.js"
 
 export const UPSTREAM_KEY = "sk-upstream-test-secret"
@@ -38,6 +39,14 @@ export interface Harness {
 export interface HarnessOptions {
   /** One fake provider per entry (default: one). */
   readonly fakes?: ReadonlyArray<FakeProviderOptions>
+  /** Already running fakes to use instead (not closed by this harness). */
+  readonly sharedFakes?: ReadonlyArray<FakeProviderHandle>
+  /** The same key for several copies. */
+  readonly key?: string
+  /** A store shared with other copies. */
+  readonly store?: Layer.Layer<Store, unknown>
+  /** A folder to use (several copies may share one). */
+  readonly dir?: string
   /** The raw config; receives the fake URLs and the key hash. Default: one anthropic and one openai route on fake 0. */
   readonly config?: (fakes: ReadonlyArray<string>, keyHash: string, dir: string) => Record<string, unknown>
   readonly prices?: unknown
@@ -63,9 +72,10 @@ const withEnv = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
 
 /** Starts fake providers and an in-process gateway on a free port. */
 export const startHarness = async (options: HarnessOptions = {}): Promise<Harness> => {
-  const fakes = await Promise.all((options.fakes ?? [{}]).map((o) => startFakeProvider(o)))
-  const key = generateKey()
-  const dir = mkdtempSync(join(tmpdir(), "tollgate-test-"))
+  const ownFakes = options.sharedFakes === undefined
+  const fakes = options.sharedFakes ?? (await Promise.all((options.fakes ?? [{}]).map((o) => startFakeProvider(o))))
+  const key = options.key ?? generateKey()
+  const dir = options.dir ?? mkdtempSync(join(tmpdir(), "tollgate-test-"))
   const raw = (options.config ?? defaultConfig)(
     fakes.map((f) => f.url),
     hashKey(key),
@@ -81,7 +91,8 @@ export const startHarness = async (options: HarnessOptions = {}): Promise<Harnes
     ),
   )
   const scope = Effect.runSync(Scope.make())
-  const context = await Effect.runPromise(withEnv(Layer.buildWithScope(appLayer(config), scope)))
+  const layer = appLayer(config, options.store === undefined ? {} : { store: options.store })
+  const context = await Effect.runPromise(withEnv(Layer.buildWithScope(layer, scope)))
   const server = Context.get(context, Server)
   return {
     url: server.url,
@@ -98,7 +109,7 @@ export const startHarness = async (options: HarnessOptions = {}): Promise<Harnes
         : [],
     close: async () => {
       await Effect.runPromise(Scope.close(scope, Exit.void))
-      await Promise.all(fakes.map((f) => f.close()))
+      if (ownFakes) await Promise.all(fakes.map((f) => f.close()))
     },
   }
 }

@@ -1,0 +1,228 @@
+import { Context, Effect, Layer } from "effect"
+import type { BudgetConfig, TenantConfig } from "../config/model.js"
+import { BudgetExceeded, RateLimited, StoreUnavailable } from "../gateway/errors.js"
+import { makeMemoryStore } from "./memoryStore.js"
+import { rateHeaders, retryAfterSeconds, type RateHeaders } from "./rateHeaders.js"
+import { Store, type Admitted, type BudgetCheck, type Refused, type StoreService } from "./Store.js"
+
+/** After a store error, how long each copy uses only its local limits before it tries the store again, ms (ADR 0006). */
+export const LOCAL_ONLY_MS = 5_000
+
+/** What one request asks of the limits. */
+export interface AdmissionInput {
+  readonly tenant: TenantConfig
+  /** Tokens counted against tokens_per_minute before the response (0: the request limit only). */
+  readonly tokenCost: number
+  /** micro-USD reserved against the budgets. */
+  readonly reserve: number
+  readonly sessionId: string | undefined
+}
+
+/** An admitted request: what settle and extend need, and its response headers. */
+export interface Admission {
+  readonly via: "store" | "local"
+  readonly tenant: TenantConfig
+  readonly admitted: Admitted
+  readonly headers: RateHeaders | undefined
+  readonly tokenCost: number
+  readonly sessionId: string | undefined
+  /** micro-USD reserved so far (admission plus extensions). */
+  reserved: number
+  settled: boolean
+}
+
+const check = (budget: BudgetConfig | undefined): BudgetCheck | undefined =>
+  budget === undefined ? undefined : { limit: budget.limitMicroUsd, hard: budget.mode === "hard" }
+
+const hasHardBudget = (tenant: TenantConfig): boolean =>
+  tenant.budgets.month?.mode === "hard" || tenant.budgets.session?.mode === "hard"
+
+const refusal = (refused: Refused, input: AdmissionInput): RateLimited | BudgetExceeded => {
+  const headers = rateHeaders(refused.requests, refused.tokens)
+  const rateHeadersField = headers === undefined ? {} : { rateHeaders: { ...headers } }
+  switch (refused.reason) {
+    case "requests":
+      return new RateLimited({
+        message: "requests_per_minute exceeded for this tenant",
+        retryAfterSeconds: retryAfterSeconds(refused.requests!, 1),
+        ...rateHeadersField,
+      })
+    case "tokens":
+      return new RateLimited({
+        message: "tokens_per_minute exceeded for this tenant",
+        retryAfterSeconds: retryAfterSeconds(refused.tokens!, input.tokenCost),
+        ...rateHeadersField,
+      })
+    case "tokens_too_large":
+      return new RateLimited({
+        message:
+          `this request is estimated at ${input.tokenCost} tokens (input plus reserved output), more than the ` +
+          `tenant's tokens_per_minute of ${input.tenant.limits.tokensPerMinute}; it can never be admitted — ` +
+          "make the request smaller (fewer input tokens or a lower max_tokens)",
+        retryAfterSeconds: 60,
+        ...rateHeadersField,
+      })
+    case "month_budget":
+      return new BudgetExceeded({
+        message: "the tenant's month budget has no money left for this request",
+        budget: "month",
+        ...rateHeadersField,
+      })
+    case "session_budget":
+      return new BudgetExceeded({
+        message: "the session's budget has no money left for this request",
+        budget: "session",
+        ...rateHeadersField,
+      })
+  }
+}
+
+/**
+ * Admission, settlement and the stream cutoff's extensions over the Store,
+ * with ADR 0006's behaviour when the store fails: tenants with a hard budget
+ * get 503; the others are served on this copy's local limits (same values,
+ * no spend), and the copy stays local-only for 5 s before it tries the store
+ * again.
+ */
+export class Limits extends Context.Tag("tollgate/Limits")<
+  Limits,
+  {
+    readonly admit: (input: AdmissionInput) => Effect.Effect<Admission, RateLimited | BudgetExceeded | StoreUnavailable>
+    /** Replaces the reservation with `cost` and the token estimate with `tokens`. Never fails: a failed settle leaves the reservation. */
+    readonly settle: (admission: Admission, cost: number, tokens: number) => Effect.Effect<void>
+    /** Extends the reservation by `amount` if the hard budgets allow it; false when refused or the store is down. */
+    readonly extend: (admission: Admission, amount: number) => Effect.Effect<boolean>
+    /** False while this copy is local-only after a store error. */
+    readonly storeOk: () => boolean
+  }
+>() {}
+
+export const make = (store: StoreService, now: () => number): Limits["Type"] => {
+  const local = makeMemoryStore()
+  let localUntil = 0
+
+  const markDown = (message: string) =>
+    Effect.sync(() => {
+      localUntil = now() + LOCAL_ONLY_MS
+    }).pipe(Effect.zipRight(Effect.logWarning("limit store error; using local limits for 5 s").pipe(Effect.annotateLogs("error", message))))
+
+  const admitLocal = (input: AdmissionInput, t: number) =>
+    Effect.gen(function* () {
+      if (hasHardBudget(input.tenant)) return yield* new StoreUnavailable()
+      const result = yield* local
+        .admit({
+          tenant: input.tenant.name,
+          now: t,
+          requestsPerMinute: input.tenant.limits.requestsPerMinute,
+          tokensPerMinute: input.tenant.limits.tokensPerMinute,
+          tokenCost: input.tokenCost,
+          reserve: 0,
+          month: undefined,
+          session: undefined,
+        })
+        .pipe(Effect.orDie)
+      return { via: "local" as const, result }
+    })
+
+  const admit = Effect.fnUntraced(function* (input: AdmissionInput) {
+    const t = now()
+    const tenant = input.tenant
+    let outcome: { via: "store" | "local"; result: Admitted | Refused }
+    if (t < localUntil) outcome = yield* admitLocal(input, t)
+    else {
+      const attempt = yield* Effect.either(
+        store.admit({
+          tenant: tenant.name,
+          now: t,
+          requestsPerMinute: tenant.limits.requestsPerMinute,
+          tokensPerMinute: tenant.limits.tokensPerMinute,
+          tokenCost: input.tokenCost,
+          reserve: input.reserve,
+          month: check(tenant.budgets.month),
+          session:
+            input.sessionId === undefined ? undefined : { id: input.sessionId, budget: check(tenant.budgets.session) },
+        }),
+      )
+      if (attempt._tag === "Left") {
+        yield* markDown(attempt.left.message)
+        outcome = yield* admitLocal(input, t)
+      } else outcome = { via: "store", result: attempt.right }
+    }
+    const result = outcome.result
+    if (result._tag === "Refused") return yield* refusal(result, input)
+    for (const budget of result.softExceeded) {
+      yield* Effect.logWarning("soft budget exceeded").pipe(
+        Effect.annotateLogs({ tenant: tenant.name, budget, session: input.sessionId ?? null }),
+      )
+    }
+    return {
+      via: outcome.via,
+      tenant,
+      admitted: result,
+      headers: rateHeaders(result.requests, result.tokens),
+      tokenCost: input.tokenCost,
+      sessionId: input.sessionId,
+      reserved: outcome.via === "store" ? input.reserve : 0,
+      settled: false,
+    } satisfies Admission
+  })
+
+  const settle = (admission: Admission, cost: number, tokens: number): Effect.Effect<void> =>
+    Effect.suspend(() => {
+      if (admission.settled) return Effect.void
+      admission.settled = true
+      const request = {
+        tenant: admission.tenant.name,
+        now: now(),
+        minute: admission.admitted.minute,
+        month: admission.admitted.month,
+        sessionId: admission.via === "store" ? admission.sessionId : undefined,
+        reserved: admission.reserved,
+        cost: admission.via === "store" ? cost : 0,
+        tokenDelta: tokens - admission.tokenCost,
+      }
+      const target = admission.via === "store" ? store : local
+      return target.settle(request).pipe(
+        Effect.catchAll((error) =>
+          Effect.logWarning("settle failed; the reservation stays until the end of its period").pipe(
+            Effect.annotateLogs({ tenant: admission.tenant.name, error: error.message }),
+          ),
+        ),
+      )
+    })
+
+  const extend = (admission: Admission, amount: number): Effect.Effect<boolean> =>
+    Effect.suspend(() => {
+      if (admission.via === "local") return Effect.succeed(false)
+      const tenant = admission.tenant
+      return store
+        .extend({
+          tenant: tenant.name,
+          now: now(),
+          month: admission.admitted.month,
+          monthBudget: check(tenant.budgets.month),
+          session:
+            admission.sessionId === undefined
+              ? undefined
+              : { id: admission.sessionId, budget: check(tenant.budgets.session) },
+          amount,
+        })
+        .pipe(
+          Effect.tap((ok) => {
+            if (ok) admission.reserved += amount
+          }),
+          Effect.catchAll((error) => Effect.as(markDown(error.message), false)),
+        )
+    })
+
+  return { admit, settle, extend, storeOk: () => now() >= localUntil }
+}
+
+export const layer = Layer.effect(
+  Limits,
+  Effect.gen(function* () {
+    const store = yield* Store
+    const clock = yield* Effect.clock
+    return make(store, () => clock.unsafeCurrentTimeMillis())
+  }),
+)

@@ -1,0 +1,141 @@
+import { Context, Data, type Effect } from "effect"
+
+/**
+ * The limit store: rate-limit counters and budget spend/reservations of
+ * every tenant (limits-and-budgets.md). Two implementations share this
+ * interface and one conformance suite: `layerMemory` (one process; restores
+ * spend from the usage file at start) and `layerRedis` (many copies; one Lua
+ * script per operation, one round trip, keys hash-tagged `{tenant}`).
+ *
+ * Time is the caller's: every request carries `now` (epoch ms from the
+ * calling copy's `Clock`), so each copy uses its own clock, as the document
+ * says, and `TestClock` drives the window math in tests.
+ *
+ * Money is integer micro-USD; token counts are integers.
+ */
+
+/** A budget to enforce. `hard`: refuse what would pass the limit; soft: admit and report. */
+export interface BudgetCheck {
+  /** micro-USD. */
+  readonly limit: number
+  readonly hard: boolean
+}
+
+export interface AdmitRequest {
+  readonly tenant: string
+  /** Epoch ms from the caller's clock. */
+  readonly now: number
+  /** Undefined: no such limit. */
+  readonly requestsPerMinute: number | undefined
+  readonly tokensPerMinute: number | undefined
+  /** Tokens this request is counted as before its response (input estimate + reserved output); 0 counts nothing. */
+  readonly tokenCost: number
+  /** micro-USD reserved against the month (always tracked) and the session (when given). 0 for count_tokens. */
+  readonly reserve: number
+  /** The tenant's month budget; spend is tracked for every tenant, budget or not. */
+  readonly month: BudgetCheck | undefined
+  /** The request's session (explicit or derived), with the tenant's session budget if any. */
+  readonly session: { readonly id: string; readonly budget: BudgetCheck | undefined } | undefined
+}
+
+/** A sliding-window counter as read at `now` (after this request was counted, when admitted). */
+export interface WindowState {
+  readonly limit: number
+  /** Count in the current calendar minute. */
+  readonly current: number
+  /** Count in the previous calendar minute. */
+  readonly previous: number
+  /** Fraction of the current minute that has elapsed, 0 ≤ f < 1. */
+  readonly elapsed: number
+}
+
+export interface Admitted {
+  readonly _tag: "Admitted"
+  /** Minute index (floor(now / 60 s)) whose counters this request incremented; settle adjusts the same minute. */
+  readonly minute: number
+  /** UTC month (`YYYY-MM`) whose spend this request reserved against; settle uses the same month. */
+  readonly month: string
+  readonly requests: WindowState | undefined
+  readonly tokens: WindowState | undefined
+  /** Soft budgets whose spend plus open reservations now passes their limit. */
+  readonly softExceeded: ReadonlyArray<"month" | "session">
+}
+
+export type RefusalReason = "requests" | "tokens" | "tokens_too_large" | "month_budget" | "session_budget"
+
+export interface Refused {
+  readonly _tag: "Refused"
+  readonly reason: RefusalReason
+  readonly requests: WindowState | undefined
+  readonly tokens: WindowState | undefined
+}
+
+export interface SettleRequest {
+  readonly tenant: string
+  readonly now: number
+  /** From `Admitted`. */
+  readonly minute: number
+  readonly month: string
+  readonly sessionId: string | undefined
+  /** Everything this request reserved (admission plus extensions), micro-USD. */
+  readonly reserved: number
+  /** The real cost, micro-USD. */
+  readonly cost: number
+  /** Reported tokens minus `tokenCost` at admission (may be negative). */
+  readonly tokenDelta: number
+}
+
+export interface ExtendRequest {
+  readonly tenant: string
+  readonly now: number
+  readonly month: string
+  readonly monthBudget: BudgetCheck | undefined
+  readonly session: { readonly id: string; readonly budget: BudgetCheck | undefined } | undefined
+  /** micro-USD to add to the request's reservation. */
+  readonly amount: number
+}
+
+export interface SessionState {
+  readonly id: string
+  readonly spend: number
+  readonly reserved: number
+  /** Epoch ms of the session's last request. */
+  readonly lastMs: number
+}
+
+export interface TenantState {
+  readonly month: string
+  readonly monthSpend: number
+  readonly monthReserved: number
+  /** Sessions whose last request was less than 24 h ago. */
+  readonly sessions: ReadonlyArray<SessionState>
+  readonly requests: { readonly current: number; readonly previous: number }
+  readonly tokens: { readonly current: number; readonly previous: number }
+}
+
+/** The store could not be reached or failed; callers apply ADR 0006. */
+export class StoreError extends Data.TaggedError("StoreError")<{ readonly message: string }> {}
+
+/** How long session spend lives after the session's last request, ms. */
+export const SESSION_TTL_MS = 24 * 60 * 60 * 1000
+export const MINUTE_MS = 60_000
+
+export interface StoreService {
+  /** Checks every rate limit and budget of one request and, only if all admit it, counts it — atomically. */
+  readonly admit: (request: AdmitRequest) => Effect.Effect<Admitted | Refused, StoreError>
+  /** Replaces the request's reservation with its real cost and its token estimate with the reported tokens. */
+  readonly settle: (request: SettleRequest) => Effect.Effect<void, StoreError>
+  /** Adds to an open request's reservation if its hard budgets allow it (the stream cutoff); false when refused. */
+  readonly extend: (request: ExtendRequest) => Effect.Effect<boolean, StoreError>
+  /** What the admin API shows of a tenant at `now`. */
+  readonly tenantState: (tenant: string, now: number) => Effect.Effect<TenantState, StoreError>
+}
+
+export class Store extends Context.Tag("tollgate/Store")<Store, StoreService>() {}
+
+/** The UTC calendar month of `now`, `YYYY-MM`. */
+export const monthOf = (now: number): string => new Date(now).toISOString().slice(0, 7)
+
+/** The sliding-window estimate for the last 60 seconds (ADR 0004). */
+export const estimate = (w: { current: number; previous: number; elapsed: number }): number =>
+  w.previous * (1 - w.elapsed) + w.current

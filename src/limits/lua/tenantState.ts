@@ -1,0 +1,27 @@
+/**
+ * The tenant-state script: the rate counters, the month's spend and the ids
+ * of the live sessions, in one atomic read (sessions idle for their lifetime
+ * at `now` are trimmed from the index first).
+ *
+ * KEYS: 1 requests counter of minute m, 2 of minute m − 1, 3 tokens counter
+ * of minute m, 4 of minute m − 1, 5 month hash {spend, reserved}, 6 session index.
+ *
+ * ARGV: 1 now (epoch ms), 2 session lifetime ms.
+ *
+ * Returns {requests current, requests previous, tokens current,
+ * tokens previous, month spend, month reserved, session id…}.
+ */
+export const TENANT_STATE_LUA = `
+local function num(v) return tonumber(v or "0") end
+local now = tonumber(ARGV[1])
+local ttl = tonumber(ARGV[2])
+redis.call("ZREMRANGEBYSCORE", KEYS[6], "-inf", string.format("%d", now - ttl))
+local month = redis.call("HMGET", KEYS[5], "spend", "reserved")
+local out = {
+  num(redis.call("GET", KEYS[1])), num(redis.call("GET", KEYS[2])),
+  num(redis.call("GET", KEYS[3])), num(redis.call("GET", KEYS[4])),
+  num(month[1]), num(month[2]),
+}
+for _, id in ipairs(redis.call("ZRANGE", KEYS[6], 0, -1)) do out[#out + 1] = id end
+return out
+`

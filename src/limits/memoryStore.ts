@@ -1,0 +1,297 @@
+/**
+ * The memory limit store: one process, plain maps in a closure. Its rules
+ * are the Redis Lua scripts' rules, line for line (`lua/*.ts`), so both
+ * stores pass one conformance suite. Every map stays bounded: minute
+ * counters older than the previous minute, sessions idle for 24 h and
+ * months before the previous month are dropped as time passes.
+ */
+import { Clock, Effect, Layer } from "effect"
+import { readUsageFile, type UsageFileError } from "../meter/UsageLog.js"
+import {
+  MINUTE_MS,
+  monthOf,
+  SESSION_TTL_MS,
+  Store,
+  type AdmitRequest,
+  type Admitted,
+  type ExtendRequest,
+  type Refused,
+  type RefusalReason,
+  type SettleRequest,
+  type SessionState,
+  type StoreService,
+  type TenantState,
+} from "./Store.js"
+import { fitsWindow, isSessionLive, sortSessions, windowAt } from "./lua/rules.js"
+
+interface Counts {
+  requests: number
+  tokens: number
+}
+
+interface Spend {
+  spend: number
+  reserved: number
+}
+
+interface Session extends Spend {
+  last: number
+}
+
+interface TenantData {
+  /** Minute index → counters; only the current and previous minute are kept. */
+  readonly minutes: Map<number, Counts>
+  /** `YYYY-MM` → spend; months before the previous one are dropped. */
+  readonly months: Map<string, Spend>
+  /** Session id → spend; insertion order follows the last request, so expired ones are at the front. */
+  readonly sessions: Map<string, Session>
+}
+
+const monthStart = (month: string): number => Date.parse(`${month}-01T00:00:00.000Z`)
+
+const ZERO: Counts = { requests: 0, tokens: 0 }
+
+const make = () => {
+  const tenants = new Map<string, TenantData>()
+
+  const tenant = (name: string): TenantData => {
+    let data = tenants.get(name)
+    if (data === undefined) {
+      data = { minutes: new Map(), months: new Map(), sessions: new Map() }
+      tenants.set(name, data)
+    }
+    return data
+  }
+
+  const prune = (data: TenantData, now: number): void => {
+    const minute = Math.floor(now / MINUTE_MS)
+    for (const m of data.minutes.keys()) if (m < minute - 1) data.minutes.delete(m)
+    for (const [id, session] of data.sessions) {
+      if (isSessionLive(session.last, now)) break
+      data.sessions.delete(id)
+    }
+  }
+
+  const month = (data: TenantData, key: string): Spend => {
+    let spend = data.months.get(key)
+    if (spend === undefined) {
+      const oldest = monthOf(monthStart(key) - 1)
+      for (const m of data.months.keys()) if (m < oldest) data.months.delete(m)
+      spend = { spend: 0, reserved: 0 }
+      data.months.set(key, spend)
+    }
+    return spend
+  }
+
+  const liveSession = (data: TenantData, id: string, now: number): Session | undefined => {
+    const session = data.sessions.get(id)
+    return session !== undefined && isSessionLive(session.last, now) ? session : undefined
+  }
+
+  /** Moves the session to the end of the map (the newest), with `last` = the later of `last` and `now`. */
+  const touch = (data: TenantData, id: string, session: Session, now: number): void => {
+    session.last = Math.max(session.last, now)
+    data.sessions.delete(id)
+    data.sessions.set(id, session)
+  }
+
+  const admit = (request: AdmitRequest): Admitted | Refused => {
+    const { now, tokenCost, reserve, requestsPerMinute: rpm, tokensPerMinute: tpm } = request
+    const data = tenant(request.tenant)
+    prune(data, now)
+    const minute = Math.floor(now / MINUTE_MS)
+    const msIntoMinute = now - minute * MINUTE_MS
+    const current = data.minutes.get(minute) ?? { ...ZERO }
+    const previous = data.minutes.get(minute - 1) ?? ZERO
+    const tokenLimit = tokenCost > 0 ? tpm : undefined
+    const refuse = (reason: RefusalReason): Refused => ({
+      _tag: "Refused",
+      reason,
+      requests: windowAt(rpm, current.requests, previous.requests, now),
+      tokens: windowAt(tokenLimit, current.tokens, previous.tokens, now),
+    })
+
+    if (rpm !== undefined && !fitsWindow(rpm, current.requests, previous.requests, msIntoMinute, 1)) {
+      return refuse("requests")
+    }
+    if (tokenLimit !== undefined) {
+      if (tokenCost > tokenLimit) return refuse("tokens_too_large")
+      if (!fitsWindow(tokenLimit, current.tokens, previous.tokens, msIntoMinute, tokenCost)) {
+        return refuse("tokens")
+      }
+    }
+    const monthKey = monthOf(now)
+    const monthSpend = data.months.get(monthKey) ?? { spend: 0, reserved: 0 }
+    const monthBudget = request.month
+    if (monthBudget?.hard === true && monthSpend.spend + monthSpend.reserved + reserve > monthBudget.limit) {
+      return refuse("month_budget")
+    }
+    const sessionRequest = request.session
+    const session =
+      sessionRequest === undefined
+        ? undefined
+        : (liveSession(data, sessionRequest.id, now) ?? { spend: 0, reserved: 0, last: now })
+    const sessionBudget = sessionRequest?.budget
+    if (
+      session !== undefined &&
+      sessionBudget?.hard === true &&
+      session.spend + session.reserved + reserve > sessionBudget.limit
+    ) {
+      return refuse("session_budget")
+    }
+
+    current.requests += 1
+    if (tokenCost > 0) current.tokens += tokenCost
+    data.minutes.set(minute, current)
+    const monthEntry = month(data, monthKey)
+    monthEntry.reserved += reserve
+    const softExceeded: Array<"month" | "session"> = []
+    if (monthBudget?.hard === false && monthEntry.spend + monthEntry.reserved > monthBudget.limit) {
+      softExceeded.push("month")
+    }
+    if (session !== undefined && sessionRequest !== undefined) {
+      session.reserved += reserve
+      touch(data, sessionRequest.id, session, now)
+      if (sessionBudget?.hard === false && session.spend + session.reserved > sessionBudget.limit) {
+        softExceeded.push("session")
+      }
+    }
+    return {
+      _tag: "Admitted",
+      minute,
+      month: monthKey,
+      requests: windowAt(rpm, current.requests, previous.requests, now),
+      tokens: windowAt(tokenLimit, current.tokens, previous.tokens, now),
+      softExceeded,
+    }
+  }
+
+  const settle = (request: SettleRequest): void => {
+    const { now, reserved, cost } = request
+    const data = tenant(request.tenant)
+    prune(data, now)
+    const monthEntry = month(data, request.month)
+    monthEntry.reserved = Math.max(0, monthEntry.reserved - reserved)
+    monthEntry.spend += cost
+    if (request.sessionId !== undefined) {
+      const session = liveSession(data, request.sessionId, now)
+      if (session !== undefined) {
+        session.reserved = Math.max(0, session.reserved - reserved)
+        session.spend += cost
+        touch(data, request.sessionId, session, now)
+      }
+    }
+    const counts = data.minutes.get(request.minute)
+    if (counts !== undefined && request.tokenDelta !== 0) {
+      counts.tokens = Math.max(0, counts.tokens + request.tokenDelta)
+    }
+  }
+
+  const extend = (request: ExtendRequest): boolean => {
+    const { now, amount, monthBudget } = request
+    const data = tenant(request.tenant)
+    const monthSpend = data.months.get(request.month) ?? { spend: 0, reserved: 0 }
+    if (monthBudget?.hard === true && monthSpend.spend + monthSpend.reserved + amount > monthBudget.limit) {
+      return false
+    }
+    const session = request.session === undefined ? undefined : liveSession(data, request.session.id, now)
+    const sessionBudget = request.session?.budget
+    if (
+      session !== undefined &&
+      sessionBudget?.hard === true &&
+      session.spend + session.reserved + amount > sessionBudget.limit
+    ) {
+      return false
+    }
+    month(data, request.month).reserved += amount
+    if (session !== undefined) session.reserved += amount
+    return true
+  }
+
+  const tenantState = (name: string, now: number): TenantState => {
+    const data = tenants.get(name) ?? { minutes: new Map(), months: new Map(), sessions: new Map() }
+    prune(data, now)
+    const minute = Math.floor(now / MINUTE_MS)
+    const current = data.minutes.get(minute) ?? ZERO
+    const previous = data.minutes.get(minute - 1) ?? ZERO
+    const monthKey = monthOf(now)
+    const monthSpend = data.months.get(monthKey) ?? { spend: 0, reserved: 0 }
+    const sessions: Array<SessionState> = []
+    for (const [id, s] of data.sessions) {
+      if (isSessionLive(s.last, now))
+        sessions.push({ id, spend: s.spend, reserved: s.reserved, lastMs: s.last })
+    }
+    return {
+      month: monthKey,
+      monthSpend: monthSpend.spend,
+      monthReserved: monthSpend.reserved,
+      sessions: sortSessions(sessions),
+      requests: { current: current.requests, previous: previous.requests },
+      tokens: { current: current.tokens, previous: previous.tokens },
+    }
+  }
+
+  const service: StoreService = {
+    admit: (request) => Effect.sync(() => admit(request)),
+    settle: (request) => Effect.sync(() => settle(request)),
+    extend: (request) => Effect.sync(() => extend(request)),
+    tenantState: (name, now) => Effect.sync(() => tenantState(name, now)),
+  }
+  return { service, tenant, month }
+}
+
+/** An empty memory store (tests, and the local fallback limits of ADR 0006). */
+export const makeMemoryStore = (): StoreService => make().service
+
+/**
+ * Adds the usage file's spend to a fresh store (ADR 0019): each record's
+ * `cost_micro_usd` to its tenant's month when `ts` is in the current UTC
+ * month, and to its session when `ts` is less than 24 h before `now`
+ * (the session's last request = its latest `ts`).
+ */
+const restore = Effect.fnUntraced(function* (file: string) {
+  const now = yield* Clock.currentTimeMillis
+  const currentMonth = monthOf(now)
+  const since = Math.min(monthStart(currentMonth), now - SESSION_TTL_MS)
+  const { records } = yield* readUsageFile(file, { since: new Date(since).toISOString() })
+  const store = make()
+  const withSessions = new Set<TenantData>()
+  for (const record of records) {
+    const ts = Date.parse(record.ts)
+    if (Number.isNaN(ts)) continue
+    const data = store.tenant(record.tenant)
+    if (monthOf(ts) === currentMonth) store.month(data, currentMonth).spend += record.cost_micro_usd
+    if (record.session !== null && now - ts < SESSION_TTL_MS) {
+      const session = data.sessions.get(record.session) ?? { spend: 0, reserved: 0, last: ts }
+      session.spend += record.cost_micro_usd
+      session.last = Math.max(session.last, ts)
+      data.sessions.set(record.session, session)
+      withSessions.add(data)
+    }
+  }
+  // The store expects sessions in the order of their last request (it prunes from the front).
+  for (const data of withSessions) {
+    const oldestFirst = [...data.sessions].sort(([, a], [, b]) => a.last - b.last)
+    data.sessions.clear()
+    for (const [id, session] of oldestFirst) data.sessions.set(id, session)
+  }
+  yield* Effect.logInfo("limit store restored from the usage file").pipe(
+    Effect.annotateLogs({ file, records: records.length }),
+  )
+  return Store.of(store.service)
+})
+
+/**
+ * The memory store. With `usageFile` (absolute path), the layer reads the
+ * file before it is available, restoring current-month and 24-hour session
+ * spend; a missing file restores nothing, a torn line is skipped with a
+ * warning, and an unreadable file fails the layer. Rate counters start at 0.
+ */
+export const layerMemory = (options?: {
+  readonly usageFile?: string
+}): Layer.Layer<Store, UsageFileError> => {
+  const file = options?.usageFile
+  return file === undefined
+    ? Layer.sync(Store, () => Store.of(makeMemoryStore()))
+    : Layer.effect(Store, restore(file))
+}

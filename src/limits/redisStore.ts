@@ -1,0 +1,259 @@
+/**
+ * The Redis limit store: every Tollgate copy shares the same counters. One
+ * Lua script per operation (`lua/*.ts`, registered once with
+ * `defineCommand`), one round trip each, atomic. Every key of a tenant
+ * carries the tenant as its hash tag (`tollgate:{TENANT}:…`), so one
+ * tenant's keys share a slot and the scripts also run on Redis Cluster.
+ *
+ * Time is the caller's `now`, never Redis's clock; PEXPIREs (real time) are
+ * only garbage collection, longer than any window they serve.
+ */
+import { Effect, Layer } from "effect"
+import { Redis } from "ioredis"
+import { ADMIT_LUA } from "./lua/admit.js"
+import { EXTEND_LUA } from "./lua/extend.js"
+import { SETTLE_LUA } from "./lua/settle.js"
+import { TENANT_STATE_LUA } from "./lua/tenantState.js"
+import { isSessionLive, REFUSAL_CODES, sortSessions, windowAt } from "./lua/rules.js"
+import {
+  MINUTE_MS,
+  monthOf,
+  SESSION_TTL_MS,
+  Store,
+  StoreError,
+  type Admitted,
+  type Refused,
+  type SessionState,
+  type StoreService,
+} from "./Store.js"
+
+type Arg = string | number
+
+interface RedisWithScripts extends Redis {
+  tollgateAdmit(...keysAndArgs: Array<Arg>): Promise<Array<number>>
+  tollgateSettle(...keysAndArgs: Array<Arg>): Promise<number>
+  tollgateExtend(...keysAndArgs: Array<Arg>): Promise<number>
+  tollgateTenantState(...keysAndArgs: Array<Arg>): Promise<Array<number | string>>
+}
+
+/** Minute counters live 3 minutes (real time): the current minute is read as "previous" until its end + 1 min. */
+const COUNTER_PX = 3 * MINUTE_MS
+/** Month hashes live 35 days after their last write. */
+const MONTH_PX = 35 * 24 * 60 * MINUTE_MS
+/** Session hashes and the session index live 25 h after their last write (the lifetime is decided by `now`). */
+const SESSION_PX = SESSION_TTL_MS + 60 * MINUTE_MS
+
+/** `tollgate:{TENANT}:` with the tenant percent-encoded, so `{` or `}` in a name cannot move the hash tag. */
+const prefix = (tenant: string): string => `tollgate:{${encodeURIComponent(tenant)}}:`
+
+const keys = (tenant: string) => {
+  const p = prefix(tenant)
+  return {
+    requests: (minute: number) => `${p}rq:${minute}`,
+    tokens: (minute: number) => `${p}tk:${minute}`,
+    month: (month: string) => `${p}month:${month}`,
+    session: (id: string | undefined) => (id === undefined ? `${p}session` : `${p}session:${id}`),
+    sessionIndex: `${p}sessions`,
+  }
+}
+
+const int = (value: unknown): number => (typeof value === "number" ? value : Number(value ?? 0))
+
+const make = Effect.fnUntraced(function* (url: string) {
+  const secrets = passwordsOf(url)
+  const redact = (message: string): string =>
+    secrets.reduce((text, secret) => text.split(secret).join("***"), message)
+  const fail =
+    (operation: string) =>
+    (cause: unknown): StoreError =>
+      new StoreError({
+        message: `redis ${operation} failed: ${redact(cause instanceof Error ? cause.message : String(cause))}`,
+      })
+
+  const redis = yield* Effect.acquireRelease(
+    Effect.sync(() => {
+      const client = new Redis(url, {
+        lazyConnect: true,
+        enableOfflineQueue: false,
+        maxRetriesPerRequest: 0,
+        commandTimeout: 500,
+        connectTimeout: 1_000,
+        retryStrategy: (attempt) => Math.min(attempt * 100, 1_000),
+      }) as RedisWithScripts
+      // Errors reach callers as StoreError; the client's own error events are only reconnect noise.
+      client.on("error", () => {})
+      client.defineCommand("tollgateAdmit", { lua: ADMIT_LUA, numberOfKeys: 7 })
+      client.defineCommand("tollgateSettle", { lua: SETTLE_LUA, numberOfKeys: 4 })
+      client.defineCommand("tollgateExtend", { lua: EXTEND_LUA, numberOfKeys: 2 })
+      client.defineCommand("tollgateTenantState", { lua: TENANT_STATE_LUA, numberOfKeys: 6 })
+      return client
+    }),
+    (client) =>
+      Effect.promise(() =>
+        client.status === "ready" ? client.quit().catch(() => "") : Promise.resolve(""),
+      ).pipe(Effect.ensuring(Effect.sync(() => client.disconnect()))),
+  )
+  // The first connection attempt, bounded by connectTimeout; a Redis that is down now is retried forever.
+  yield* Effect.promise(() => redis.connect().catch(() => undefined))
+
+  const admit: StoreService["admit"] = (request) => {
+    const { now, tokenCost } = request
+    const k = keys(request.tenant)
+    const minute = Math.floor(now / MINUTE_MS)
+    const month = monthOf(now)
+    const tokenLimit = tokenCost > 0 ? request.tokensPerMinute : undefined
+    const session = request.session
+    return Effect.tryPromise({
+      try: () =>
+        redis.tollgateAdmit(
+          k.requests(minute),
+          k.requests(minute - 1),
+          k.tokens(minute),
+          k.tokens(minute - 1),
+          k.month(month),
+          k.session(session?.id),
+          k.sessionIndex,
+          now,
+          now - minute * MINUTE_MS,
+          request.requestsPerMinute ?? -1,
+          tokenLimit ?? -1,
+          tokenCost,
+          request.reserve,
+          request.month?.limit ?? -1,
+          request.month?.hard === true ? 1 : 0,
+          session?.id ?? "",
+          session?.budget?.limit ?? -1,
+          session?.budget?.hard === true ? 1 : 0,
+          SESSION_TTL_MS,
+          COUNTER_PX,
+          MONTH_PX,
+          SESSION_PX,
+        ),
+      catch: fail("admit"),
+    }).pipe(
+      Effect.map((reply): Admitted | Refused => {
+        const requests = windowAt(request.requestsPerMinute, int(reply[2]), int(reply[3]), now)
+        const tokens = windowAt(tokenLimit, int(reply[4]), int(reply[5]), now)
+        if (int(reply[0]) !== 1) {
+          return { _tag: "Refused", reason: REFUSAL_CODES[int(reply[1])] ?? "requests", requests, tokens }
+        }
+        const softExceeded: Array<"month" | "session"> = []
+        if (int(reply[6]) === 1) softExceeded.push("month")
+        if (int(reply[7]) === 1) softExceeded.push("session")
+        return { _tag: "Admitted", minute, month, requests, tokens, softExceeded }
+      }),
+    )
+  }
+
+  const settle: StoreService["settle"] = (request) => {
+    const k = keys(request.tenant)
+    return Effect.tryPromise({
+      try: () =>
+        redis.tollgateSettle(
+          k.month(request.month),
+          k.session(request.sessionId),
+          k.sessionIndex,
+          k.tokens(request.minute),
+          request.now,
+          request.reserved,
+          request.cost,
+          request.tokenDelta,
+          request.sessionId ?? "",
+          SESSION_TTL_MS,
+          MONTH_PX,
+          SESSION_PX,
+        ),
+      catch: fail("settle"),
+    }).pipe(Effect.asVoid)
+  }
+
+  const extend: StoreService["extend"] = (request) => {
+    const k = keys(request.tenant)
+    const session = request.session
+    return Effect.tryPromise({
+      try: () =>
+        redis.tollgateExtend(
+          k.month(request.month),
+          k.session(session?.id),
+          request.now,
+          request.amount,
+          request.monthBudget?.limit ?? -1,
+          request.monthBudget?.hard === true ? 1 : 0,
+          session?.id ?? "",
+          session?.budget?.limit ?? -1,
+          session?.budget?.hard === true ? 1 : 0,
+          SESSION_TTL_MS,
+          MONTH_PX,
+        ),
+      catch: fail("extend"),
+    }).pipe(Effect.map((reply) => int(reply) === 1))
+  }
+
+  const tenantState: StoreService["tenantState"] = (tenant, now) => {
+    const k = keys(tenant)
+    const minute = Math.floor(now / MINUTE_MS)
+    return Effect.tryPromise({
+      try: async () => {
+        const reply = await redis.tollgateTenantState(
+          k.requests(minute),
+          k.requests(minute - 1),
+          k.tokens(minute),
+          k.tokens(minute - 1),
+          k.month(monthOf(now)),
+          k.sessionIndex,
+          now,
+          SESSION_TTL_MS,
+        )
+        const ids = reply.slice(6).map(String)
+        const pipeline = redis.pipeline()
+        for (const id of ids) pipeline.hmget(k.session(id), "spend", "reserved", "last")
+        const rows = ids.length === 0 ? [] : ((await pipeline.exec()) ?? [])
+        return { reply, ids, rows }
+      },
+      catch: fail("tenantState"),
+    }).pipe(
+      Effect.flatMap(({ reply, ids, rows }) => {
+        const sessions: Array<SessionState> = []
+        for (let i = 0; i < ids.length; i++) {
+          const [error, values] = rows[i] ?? [null, null]
+          if (error !== null) return Effect.fail(fail("tenantState")(error))
+          const [spend, reserved, last] = Array.isArray(values) ? values : []
+          if (last === null || last === undefined) continue
+          const lastMs = int(last)
+          if (!isSessionLive(lastMs, now)) continue
+          sessions.push({ id: ids[i]!, spend: int(spend), reserved: int(reserved), lastMs })
+        }
+        return Effect.succeed({
+          month: monthOf(now),
+          monthSpend: int(reply[4]),
+          monthReserved: int(reply[5]),
+          sessions: sortSessions(sessions),
+          requests: { current: int(reply[0]), previous: int(reply[1]) },
+          tokens: { current: int(reply[2]), previous: int(reply[3]) },
+        })
+      }),
+    )
+  }
+
+  return Store.of({ admit, settle, extend, tenantState })
+})
+
+/** The URL's password, encoded and decoded (empty when none), to keep out of error messages. */
+const passwordsOf = (url: string): ReadonlyArray<string> => {
+  try {
+    const encoded = new URL(url).password
+    return encoded === "" ? [] : [...new Set([encoded, decodeURIComponent(encoded)])]
+  } catch {
+    return []
+  }
+}
+
+/**
+ * The Redis store at `url` (`redis://[user:pass@]host:port/db`). Scoped: the
+ * client connects while the layer builds (at most ~1 s) but the layer builds
+ * even when Redis is down; it then reconnects every ≤ 1 s forever. A dead
+ * Redis fails each operation fast (no offline queue, no retries, 500 ms
+ * command timeout) with a `StoreError` whose message never holds the password.
+ * Closing the layer quits the client.
+ */
+export const layerRedis = (url: string): Layer.Layer<Store> => Layer.scoped(Store, make(url))

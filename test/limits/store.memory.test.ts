@@ -1,0 +1,120 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, TestClock } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { layerMemory } from "../../src/limits/memoryStore.js"
+import { Store } from "../../src/limits/Store.js"
+import { encodeRecord } from "../../src/meter/record.js"
+import { sampleRecord } from "../meter/fixtures.js"
+import { storeSuite } from "./store.conformance.js"
+
+storeSuite("memory", () => layerMemory())
+
+const usageFile = (lines: ReadonlyArray<string>) =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "tollgate-store-"))
+      const file = path.join(dir, "usage.jsonl")
+      fs.writeFileSync(file, lines.join(""))
+      return file
+    }),
+    (file) => Effect.sync(() => fs.rmSync(path.dirname(file), { recursive: true, force: true })),
+  )
+
+const record = (ts: string, tenant: string, cost: number, session: string | null) =>
+  encodeRecord(sampleRecord({ ts, tenant, cost_micro_usd: cost, session, request_id: `${tenant}-${ts}` }))
+
+/** The state of `tenants` at `now` in a memory store restored from `file` at `now`. */
+const restoredState = (file: string, now: number, tenants: ReadonlyArray<string>) =>
+  Effect.gen(function* () {
+    yield* TestClock.setTime(now)
+    return yield* Effect.flatMap(Store, (store) =>
+      Effect.forEach(tenants, (tenant) => store.tenantState(tenant, now)),
+    ).pipe(Effect.provide(layerMemory({ usageFile: file })))
+  })
+
+describe("memory store restore from the usage file", () => {
+  it.scoped("restores current-month spend and 24-hour sessions; skips last month and a torn last line", () =>
+    Effect.gen(function* () {
+      const file = yield* usageFile([
+        record("2026-11-30T23:00:00.000Z", "acme", 5_000, "s-november"),
+        record("2026-12-01T05:00:00.000Z", "acme", 1_000, "s-old"),
+        record("2026-12-02T01:00:00.000Z", "acme", 300, "s1"),
+        record("2026-12-02T08:00:00.000Z", "beta", 42, null),
+        record("2026-12-02T09:00:00.000Z", "acme", 200, "s1"),
+        record("2026-12-02T09:30:00.000Z", "acme", 0, "s2"),
+        '{"ts":"2026-12-02T09:59:00.000Z","request_id":"torn","tenant":"acme","cost_mi',
+      ])
+      const now = Date.parse("2026-12-02T10:00:00.000Z")
+      const [acme, beta] = yield* restoredState(file, now, ["acme", "beta"])
+      assert.strictEqual(acme?.month, "2026-12")
+      assert.strictEqual(acme?.monthSpend, 1_500)
+      assert.strictEqual(acme?.monthReserved, 0)
+      assert.deepStrictEqual(acme?.sessions, [
+        { id: "s2", spend: 0, reserved: 0, lastMs: Date.parse("2026-12-02T09:30:00.000Z") },
+        { id: "s1", spend: 500, reserved: 0, lastMs: Date.parse("2026-12-02T09:00:00.000Z") },
+      ])
+      assert.deepStrictEqual(acme?.requests, { current: 0, previous: 0 })
+      assert.strictEqual(beta?.monthSpend, 42)
+      assert.deepStrictEqual(beta?.sessions, [])
+    }),
+  )
+
+  it.scoped(
+    "a session of the last 24 h that began last month keeps its spend; the new month starts at 0",
+    () =>
+      Effect.gen(function* () {
+        const file = yield* usageFile([
+          record("2026-11-29T12:00:00.000Z", "acme", 9_000, "s-edge"),
+          record("2026-11-30T20:00:00.000Z", "acme", 300, "s-edge"),
+        ])
+        const now = Date.parse("2026-12-01T10:00:00.000Z")
+        const [acme] = yield* restoredState(file, now, ["acme"])
+        assert.strictEqual(acme?.monthSpend, 0)
+        assert.deepStrictEqual(acme?.sessions, [
+          { id: "s-edge", spend: 300, reserved: 0, lastMs: Date.parse("2026-11-30T20:00:00.000Z") },
+        ])
+      }),
+  )
+
+  it.scoped(
+    "restored session spend counts against a hard session budget and ends 24 h after its last request",
+    () =>
+      Effect.gen(function* () {
+        const file = yield* usageFile([record("2026-12-02T09:00:00.000Z", "acme", 900, "s1")])
+        const now = Date.parse("2026-12-02T10:00:00.000Z")
+        yield* TestClock.setTime(now)
+        const admit = (at: number) =>
+          Effect.flatMap(Store, (store) =>
+            store.admit({
+              tenant: "acme",
+              now: at,
+              requestsPerMinute: undefined,
+              tokensPerMinute: undefined,
+              tokenCost: 0,
+              reserve: 200,
+              month: { limit: 1_100, hard: true },
+              session: { id: "s1", budget: { limit: 1_000, hard: true } },
+            }),
+          )
+        const results = yield* Effect.all([admit(now), admit(Date.parse("2026-12-03T09:00:00.000Z"))]).pipe(
+          Effect.provide(layerMemory({ usageFile: file })),
+        )
+        assert.deepStrictEqual(
+          results.map((r) => (r._tag === "Refused" ? r.reason : r._tag)),
+          ["session_budget", "Admitted"],
+        )
+      }),
+  )
+
+  it.effect("a missing usage file restores nothing", () =>
+    Effect.gen(function* () {
+      const now = Date.parse("2026-12-02T10:00:00.000Z")
+      const file = path.join(os.tmpdir(), `tollgate-missing-${process.pid}`, "usage.jsonl")
+      const [acme] = yield* restoredState(file, now, ["acme"])
+      assert.strictEqual(acme?.monthSpend, 0)
+      assert.deepStrictEqual(acme?.sessions, [])
+    }),
+  )
+})
