@@ -26,7 +26,9 @@ export const appLayer = (
 ) => {
   const store =
     overrides.store ??
-    (config.store.kind === "redis" ? layerRedis(config.store.url) : layerMemory({ usageFile: config.usageFile }))
+    (config.store.kind === "redis"
+      ? layerRedis(config.store.url)
+      : layerMemory({ usageFile: config.usageFile }))
   const base = Layer.mergeAll(
     Providers.layer,
     Deadlines.layer,

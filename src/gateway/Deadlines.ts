@@ -1,4 +1,4 @@
-import { Context, Duration, Effect, Layer, Schedule } from "effect"
+import { Clock, Context, Duration, Effect, Layer } from "effect"
 
 /** Which per-attempt timeout ran out. `client_write` is the relay's idle write deadline for a slow client. */
 export type TimeoutKind = "first_token" | "idle" | "total" | "client_write"
@@ -67,7 +67,11 @@ export const layer = Layer.scoped(
         }
       }
     })
-    yield* Effect.forkScoped(Effect.repeat(sweep, Schedule.spaced(Duration.millis(SWEEP_INTERVAL_MS))))
+    // The sweeper ticks on the live clock and compares deadlines with the layer's clock: under TestClock,
+    // deadlines pass only when a test moves the clock, and TestClock.adjust does not wait on forty
+    // sleeping sweeps for every second it moves.
+    const tick = Clock.make().sleep(Duration.millis(SWEEP_INTERVAL_MS))
+    yield* Effect.forkScoped(Effect.forever(Effect.zipRight(tick, sweep)))
     return {
       now: () => clock.unsafeCurrentTimeMillis(),
       register: (d: Deadline) => void open.add(d),

@@ -113,7 +113,9 @@ export const layer = Layer.effect(
         // Forwarded to the first direct Anthropic target only (Vertex has no count_tokens here).
         const direct = route.targets.find((t) => providers.get(t.provider).serves(request.endpoint))
         if (direct === undefined) {
-          return yield* new RouteNotFound({ message: `model "${route.name}" has no direct Anthropic target for count_tokens` })
+          return yield* new RouteNotFound({
+            message: `model "${route.name}" has no direct Anthropic target for count_tokens`,
+          })
         }
         return yield* runRoute(ctx, request, { ...route, targets: [direct] }, res)
       }

@@ -59,7 +59,10 @@ export const planAdmission = (
   if (request.endpoint === "/v1/messages/count_tokens") return { tokenCost: 0, reserve: 0, sessionId }
 
   const input = estimateInputTokens(request.json)
-  const output = Math.min(request.maxTokens ?? config.reservation.outputTokens, config.reservation.outputTokens)
+  const output = Math.min(
+    request.maxTokens ?? config.reservation.outputTokens,
+    config.reservation.outputTokens,
+  )
   ctx.inputEstimate = input
   ctx.reservedOutput = output
   const estimate = { inputTokens: input, outputTokens: output, cacheReadTokens: 0, cacheWriteTokens: 0 }
@@ -76,6 +79,11 @@ export const targetEstimate = (ctx: RequestContext, price: PriceEntry | undefine
   price === undefined
     ? 0
     : costMicroUsd(
-        { inputTokens: ctx.inputEstimate, outputTokens: ctx.reservedOutput, cacheReadTokens: 0, cacheWriteTokens: 0 },
+        {
+          inputTokens: ctx.inputEstimate,
+          outputTokens: ctx.reservedOutput,
+          cacheReadTokens: 0,
+          cacheWriteTokens: 0,
+        },
         price,
       )

@@ -25,7 +25,8 @@ const streamCutoff = (ctx: RequestContext, meter: StreamMeter) => {
   const admission = ctx.admission
   const price = ctx.price
   const tenant = ctx.principal.tenant
-  const hard = tenant.budgets.month?.mode === "hard" || (ctx.session !== null && tenant.budgets.session?.mode === "hard")
+  const hard =
+    tenant.budgets.month?.mode === "hard" || (ctx.session !== null && tenant.budgets.session?.mode === "hard")
   if (admission === undefined || admission.via !== "store" || price === undefined || !hard) return undefined
   const estimate = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 }
   return {
@@ -127,7 +128,13 @@ export const makeServeResponse = (
       // What streamed past the last usage report may still be charged by the provider.
       meter.usage.outputTokens = Math.max(meter.usage.outputTokens, Math.ceil(meter.outputChars / 4))
       if (ctx.error === "budget_exceeded") {
-        res.write(streamErrorEvent(adapter.api, "budget_exceeded", "the budget has no money left to continue this stream"))
+        res.write(
+          streamErrorEvent(
+            adapter.api,
+            "budget_exceeded",
+            "the budget has no money left to continue this stream",
+          ),
+        )
       } else if (meter.inbandError === undefined) {
         res.write(streamErrorEvent(adapter.api, "api_error", `upstream stream failed: ${ctx.error}`))
       }

@@ -4,6 +4,7 @@ import { createServer, type IncomingMessage, type Server as NodeServer, type Ser
 import type { AddressInfo } from "node:net"
 import { Config } from "../config/Config.js"
 import { Gateway } from "../gateway/Gateway.js"
+import { Limits } from "../limits/Limits.js"
 import type { Endpoint } from "../gateway/request.js"
 import { makeRouter } from "./routes.js"
 
@@ -45,8 +46,9 @@ export const layer = Layer.scoped(
   Effect.gen(function* () {
     const config = yield* Config
     const gateway = yield* Gateway
+    const limits = yield* Limits
     const other = yield* NodeHttpServer.makeHandler(
-      makeRouter(config, { draining: () => false, storeOk: () => true }),
+      makeRouter(config, { draining: () => false, storeOk: limits.storeOk }),
     )
     const handler = (req: IncomingMessage, res: ServerResponse) => {
       const endpoint = proxyEndpoint(req.method, req.url)

@@ -56,7 +56,8 @@ export const renderError = (api: ApiFormat, error: GatewayError): ErrorResponse 
     if (error.retryAfterSeconds !== undefined) headers["retry-after"] = String(error.retryAfterSeconds)
   }
   if (error._tag === "Draining") headers["connection"] = "close"
-  if (error._tag === "RateLimited" || error._tag === "BudgetExceeded") Object.assign(headers, error.rateHeaders)
+  if (error._tag === "RateLimited" || error._tag === "BudgetExceeded")
+    Object.assign(headers, error.rateHeaders)
   if (error._tag === "RateLimited") headers["retry-after"] = String(error.retryAfterSeconds)
   if (error._tag === "StoreUnavailable") headers["retry-after"] = "5"
   const body =

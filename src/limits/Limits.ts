@@ -87,12 +87,14 @@ const refusal = (refused: Refused, input: AdmissionInput): RateLimited | BudgetE
 export class Limits extends Context.Tag("tollgate/Limits")<
   Limits,
   {
-    readonly admit: (input: AdmissionInput) => Effect.Effect<Admission, RateLimited | BudgetExceeded | StoreUnavailable>
+    readonly admit: (
+      input: AdmissionInput,
+    ) => Effect.Effect<Admission, RateLimited | BudgetExceeded | StoreUnavailable>
     /** Replaces the reservation with `cost` and the token estimate with `tokens`. Never fails: a failed settle leaves the reservation. */
     readonly settle: (admission: Admission, cost: number, tokens: number) => Effect.Effect<void>
     /** Extends the reservation by `amount` if the hard budgets allow it; false when refused or the store is down. */
     readonly extend: (admission: Admission, amount: number) => Effect.Effect<boolean>
-    /** False while this copy is local-only after a store error. */
+    /** False from a store error until a store operation succeeds again. */
     readonly storeOk: () => boolean
   }
 >() {}
@@ -100,11 +102,20 @@ export class Limits extends Context.Tag("tollgate/Limits")<
 export const make = (store: StoreService, now: () => number): Limits["Type"] => {
   const local = makeMemoryStore()
   let localUntil = 0
+  /** False from a store error until the next store operation succeeds (what /readyz reports). */
+  let healthy = true
 
   const markDown = (message: string) =>
     Effect.sync(() => {
       localUntil = now() + LOCAL_ONLY_MS
-    }).pipe(Effect.zipRight(Effect.logWarning("limit store error; using local limits for 5 s").pipe(Effect.annotateLogs("error", message))))
+      healthy = false
+    }).pipe(
+      Effect.zipRight(
+        Effect.logWarning("limit store error; using local limits for 5 s").pipe(
+          Effect.annotateLogs("error", message),
+        ),
+      ),
+    )
 
   const admitLocal = (input: AdmissionInput, t: number) =>
     Effect.gen(function* () {
@@ -140,13 +151,18 @@ export const make = (store: StoreService, now: () => number): Limits["Type"] => 
           reserve: input.reserve,
           month: check(tenant.budgets.month),
           session:
-            input.sessionId === undefined ? undefined : { id: input.sessionId, budget: check(tenant.budgets.session) },
+            input.sessionId === undefined
+              ? undefined
+              : { id: input.sessionId, budget: check(tenant.budgets.session) },
         }),
       )
       if (attempt._tag === "Left") {
         yield* markDown(attempt.left.message)
         outcome = yield* admitLocal(input, t)
-      } else outcome = { via: "store", result: attempt.right }
+      } else {
+        healthy = true
+        outcome = { via: "store", result: attempt.right }
+      }
     }
     const result = outcome.result
     if (result._tag === "Refused") return yield* refusal(result, input)
@@ -182,13 +198,15 @@ export const make = (store: StoreService, now: () => number): Limits["Type"] => 
         tokenDelta: tokens - admission.tokenCost,
       }
       const target = admission.via === "store" ? store : local
-      return target.settle(request).pipe(
-        Effect.catchAll((error) =>
-          Effect.logWarning("settle failed; the reservation stays until the end of its period").pipe(
-            Effect.annotateLogs({ tenant: admission.tenant.name, error: error.message }),
+      return target
+        .settle(request)
+        .pipe(
+          Effect.catchAll((error) =>
+            Effect.logWarning("settle failed; the reservation stays until the end of its period").pipe(
+              Effect.annotateLogs({ tenant: admission.tenant.name, error: error.message }),
+            ),
           ),
-        ),
-      )
+        )
     })
 
   const extend = (admission: Admission, amount: number): Effect.Effect<boolean> =>
@@ -215,7 +233,7 @@ export const make = (store: StoreService, now: () => number): Limits["Type"] => 
         )
     })
 
-  return { admit, settle, extend, storeOk: () => now() >= localUntil }
+  return { admit, settle, extend, storeOk: () => healthy }
 }
 
 export const layer = Layer.effect(

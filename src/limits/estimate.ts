@@ -20,7 +20,8 @@ const contentBytes = (content: unknown, depth = 0): number => {
     const b = block as Record<string, unknown>
     if (typeof b["text"] === "string") total += bytes(b["text"])
     if (typeof b["thinking"] === "string") total += bytes(b["thinking"])
-    if (b["type"] === "tool_use") total += json(b["input"]) + (typeof b["name"] === "string" ? bytes(b["name"]) : 0)
+    if (b["type"] === "tool_use")
+      total += json(b["input"]) + (typeof b["name"] === "string" ? bytes(b["name"]) : 0)
     if (b["type"] === "tool_result") total += contentBytes(b["content"], depth + 1)
   }
   return total

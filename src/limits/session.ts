@@ -9,7 +9,11 @@ export const isValidSessionId = (id: string): boolean => SESSION_ID.test(id)
 const firstUser = (messages: unknown): unknown => {
   if (!Array.isArray(messages)) return undefined
   for (const message of messages) {
-    if (typeof message === "object" && message !== null && (message as Record<string, unknown>)["role"] === "user") {
+    if (
+      typeof message === "object" &&
+      message !== null &&
+      (message as Record<string, unknown>)["role"] === "user"
+    ) {
       return (message as Record<string, unknown>)["content"]
     }
   }

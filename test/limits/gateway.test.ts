@@ -80,7 +80,12 @@ const post = async (
   const response = await fetch(`${harness.url}${path}`, {
     method: "POST",
     headers: { "x-api-key": harness.key, "content-type": "application/json", ...headers },
-    body: JSON.stringify({ model: "claude", max_tokens: 8, messages: [{ role: "user", content: "hello" }], ...body }),
+    body: JSON.stringify({
+      model: "claude",
+      max_tokens: 8,
+      messages: [{ role: "user", content: "hello" }],
+      ...body,
+    }),
   })
   // A stream cut by a reset ends the read with an error; what arrived is enough for these tests.
   const text = await response.text().catch(() => "")

@@ -73,7 +73,8 @@ const withEnv = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
 /** Starts fake providers and an in-process gateway on a free port. */
 export const startHarness = async (options: HarnessOptions = {}): Promise<Harness> => {
   const ownFakes = options.sharedFakes === undefined
-  const fakes = options.sharedFakes ?? (await Promise.all((options.fakes ?? [{}]).map((o) => startFakeProvider(o))))
+  const fakes =
+    options.sharedFakes ?? (await Promise.all((options.fakes ?? [{}]).map((o) => startFakeProvider(o))))
   const key = options.key ?? generateKey()
   const dir = options.dir ?? mkdtempSync(join(tmpdir(), "tollgate-test-"))
   const raw = (options.config ?? defaultConfig)(

@@ -1,10 +1,10 @@
 /**
- * A throwaway `redis-server` for tests: a free port, a temp folder, no
+ * A throwaway `redis-server` for tests: a free port, a fresh temp folder per start, no
  * persistence. It runs under a small `sh` guard that kills it when its stdin
  * closes, so it dies with the test process even when that process is killed.
  */
 import { spawn, type ChildProcess } from "node:child_process"
-import { mkdtempSync, rmSync } from "node:fs"
+import { mkdtempSync } from "node:fs"
 import { createConnection, createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -49,26 +49,25 @@ const ping = (port: number): Promise<boolean> =>
   })
 
 const live = new Set<ChildProcess>()
-const dirs = new Set<string>()
 process.once("exit", () => {
   // Closing the guards' stdin makes each kill its redis-server (the pipe also closes if we are killed).
   for (const child of live) child.stdin?.destroy()
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true })
 })
 
 /** Starts a redis-server (from PATH) on a free port and waits until it answers PING (≤ 10 s). */
 export const startRedis = async (): Promise<RedisHandle> => {
   const port = await freePort()
-  const dir = mkdtempSync(join(tmpdir(), "tollgate-redis-"))
-  dirs.add(dir)
   let child: ChildProcess | undefined
   let exited: Promise<void> = Promise.resolve()
 
   const start = async (): Promise<void> => {
-    // The guard: redis in the background, `cat` holds our pipe; when the pipe closes, redis is killed.
+    const dir = mkdtempSync(join(tmpdir(), "tollgate-redis-"))
+    // The guard: redis in the background, `cat` holds our pipe; when the pipe closes, redis is killed
+    // and its folder removed.
     const script =
       `redis-server --port ${port} --bind 127.0.0.1 --save '' --appendonly no --dir '${dir}' ` +
-      `--daemonize no --loglevel warning & pid=$!; cat >/dev/null; kill -9 $pid 2>/dev/null; wait $pid`
+      `--daemonize no --loglevel warning & pid=$!; cat >/dev/null; kill -9 $pid 2>/dev/null; wait $pid; ` +
+      `rm -rf '${dir}'`
     const spawned = spawn("sh", ["-c", script], { stdio: ["pipe", "pipe", "pipe"] })
     child = spawned
     live.add(spawned)

@@ -1,0 +1,130 @@
+import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { Clock, Context, Effect, Either, Layer, Schedule } from "effect"
+import { Redis } from "ioredis"
+import { layerRedis } from "../../src/limits/redisStore.js"
+import { type AdmitRequest, Store, StoreError } from "../../src/limits/Store.js"
+import { type RedisHandle, startRedis } from "../support/redis.js"
+import { storeSuite } from "./store.conformance.js"
+
+let redis: RedisHandle
+
+beforeAll(async () => {
+  redis = await startRedis()
+})
+
+afterAll(async () => {
+  await redis?.stop()
+})
+
+storeSuite("redis", () => layerRedis(redis.url))
+
+const request = (tenant: string, now: number): AdmitRequest => ({
+  tenant,
+  now,
+  requestsPerMinute: 100,
+  tokensPerMinute: 10_000,
+  tokenCost: 10,
+  reserve: 5,
+  month: { limit: 1_000_000, hard: false },
+  session: { id: "s}{1", budget: undefined },
+})
+
+/** A raw client for looking at the keys the store wrote. */
+const rawClient = Effect.acquireRelease(
+  Effect.sync(() => new Redis(redis.url)),
+  (client) => Effect.promise(() => client.quit()),
+)
+
+const admitWhenBack = (tenant: string) =>
+  Effect.gen(function* () {
+    const store = yield* Store
+    const now = yield* Clock.currentTimeMillis
+    return yield* store
+      .admit(request(tenant, now))
+      .pipe(Effect.retry(Schedule.spaced("100 millis").pipe(Schedule.upTo("15 seconds"))))
+  })
+
+describe("Redis store", () => {
+  it.scoped("every key carries the tenant as its hash tag, encoded so braces cannot break it", () =>
+    Effect.gen(function* () {
+      const store = yield* Store
+      const tenant = "we}ird{tenant"
+      yield* store.admit(request(tenant, 90_000))
+      yield* store.settle({
+        tenant,
+        now: 91_000,
+        minute: 1,
+        month: "1970-01",
+        sessionId: "s}{1",
+        reserved: 5,
+        cost: 4,
+        tokenDelta: 1,
+      })
+      const client = yield* rawClient
+      const keys = (yield* Effect.promise(() => client.keys("*we%7Dird%7Btenant*"))).sort()
+      assert.deepStrictEqual(keys, [
+        "tollgate:{we%7Dird%7Btenant}:month:1970-01",
+        "tollgate:{we%7Dird%7Btenant}:rq:1",
+        "tollgate:{we%7Dird%7Btenant}:session:s}{1",
+        "tollgate:{we%7Dird%7Btenant}:sessions",
+        "tollgate:{we%7Dird%7Btenant}:tk:1",
+      ])
+      for (const key of yield* Effect.promise(() => client.keys("*"))) {
+        assert.match(key, /^tollgate:\{[^{}]+\}:/)
+      }
+      const ttl = yield* Effect.promise(() => client.pttl("tollgate:{we%7Dird%7Btenant}:rq:1"))
+      assert.isTrue(ttl > 120_000 && ttl <= 180_000, `counter PTTL ${ttl}`)
+      const state = yield* store.tenantState(tenant, 91_000)
+      assert.deepStrictEqual(state.sessions, [{ id: "s}{1", spend: 4, reserved: 0, lastMs: 91_000 }])
+      assert.deepStrictEqual(state.tokens, { current: 11, previous: 0 })
+    }).pipe(Effect.provide(layerRedis(redis.url))),
+  )
+
+  it.scopedLive("the layer builds while Redis is down, fails fast, and recovers when Redis is back", () =>
+    Effect.gen(function* () {
+      yield* Effect.promise(() => redis.stop())
+      const url = `redis://:s3cret-pass@127.0.0.1:${redis.port}/0`
+      const store = Context.get(yield* Layer.build(layerRedis(url)), Store)
+      const started = yield* Clock.currentTimeMillis
+      const result = yield* Effect.either(store.admit(request("down-at-start", started)))
+      const elapsed = (yield* Clock.currentTimeMillis) - started
+      assert.isTrue(Either.isLeft(result) && result.left instanceof StoreError)
+      if (Either.isLeft(result)) assert.notInclude(result.left.message, "s3cret")
+      assert.isBelow(elapsed, 2_000)
+      yield* Effect.promise(() => redis.restart())
+      const back = yield* admitWhenBack("down-at-start").pipe(Effect.provideService(Store, store))
+      assert.strictEqual(back._tag, "Admitted")
+    }),
+  )
+
+  it.scopedLive("a Redis stopped mid-run fails each operation within 2 s and works again after restart", () =>
+    Effect.gen(function* () {
+      const store = yield* Store
+      const now = yield* Clock.currentTimeMillis
+      assert.strictEqual((yield* store.admit(request("restart", now)))._tag, "Admitted")
+      yield* Effect.promise(() => redis.stop())
+      for (const operation of [
+        store.admit(request("restart", now)),
+        store.settle({
+          tenant: "restart",
+          now,
+          minute: 0,
+          month: "2026-12",
+          sessionId: undefined,
+          reserved: 0,
+          cost: 0,
+          tokenDelta: 0,
+        }),
+        store.tenantState("restart", now),
+      ]) {
+        const started = yield* Clock.currentTimeMillis
+        const result = yield* Effect.either(operation)
+        assert.isTrue(Either.isLeft(result) && result.left._tag === "StoreError")
+        assert.isBelow((yield* Clock.currentTimeMillis) - started, 2_000)
+      }
+      yield* Effect.promise(() => redis.restart())
+      assert.strictEqual((yield* admitWhenBack("restart"))._tag, "Admitted")
+      assert.strictEqual((yield* store.tenantState("restart", now)).requests.current, 1)
+    }).pipe(Effect.provide(layerRedis(redis.url))),
+  )
+})
