@@ -5,16 +5,13 @@ import type { ProviderConfig } from "../config/model.js"
 import type { ProviderAdapter } from "./adapter.js"
 import { buildAnthropic } from "./anthropic.js"
 import { buildOllama, buildOpenAI } from "./openai.js"
+import { googleToken } from "./googleToken.js"
 import { buildVertex } from "./vertex.js"
 
 /** Keep-alive pools: idle upstream sockets live this long, ms. */
 const KEEP_ALIVE_MS = 30_000
 /** Bytes undici buffers per response before it stops reading the socket (the relay's one copy buffer). */
 export const RELAY_BUFFER_BYTES = 32 * 1024
-
-export class ProviderStartError extends Error {
-  readonly _tag = "ProviderStartError"
-}
 
 /** Every configured provider's adapter, by provider name. */
 export class Providers extends Context.Tag("tollgate/Providers")<
@@ -57,18 +54,16 @@ const makeAdapter = (config: ProviderConfig, dispatcher: (connectMs: number) => 
           build: buildOllama(config),
         } satisfies ProviderAdapter
       case "vertex": {
-        if (config.accessTokenEnv === undefined) {
-          return yield* Effect.dieMessage(
-            `providers.${config.name}: Google Application Default Credentials are not available in this build; set access_token_env`,
-          )
-        }
-        const token = yield* secret(config.accessTokenEnv)
+        const token =
+          config.accessTokenEnv === undefined
+            ? yield* googleToken(config)
+            : yield* Effect.map(secret(config.accessTokenEnv), (value) => () => value)
         return {
           ...base,
           api: "anthropic",
           region: config.region,
           serves: (endpoint) => endpoint !== "/v1/messages/count_tokens",
-          build: buildVertex(config, () => token),
+          build: buildVertex(config, token),
         } satisfies ProviderAdapter
       }
     }
@@ -105,7 +100,8 @@ export const layer = Layer.scoped(
     return {
       get: (name: string) => {
         const adapter = adapters.get(name)
-        if (adapter === undefined) throw new ProviderStartError(`unknown provider ${name}`)
+        // The config decoder rejects targets of unknown providers, so every target has an adapter.
+        if (adapter === undefined) throw new Error(`no adapter for provider ${name}`)
         return adapter
       },
     }
