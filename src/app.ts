@@ -12,6 +12,7 @@ import * as Limits from "./limits/Limits.js"
 import { layerMemory } from "./limits/memoryStore.js"
 import { layerRedis } from "./limits/redisStore.js"
 import type { Store } from "./limits/Store.js"
+import { layerNoop as layerNoopTelemetry, type Telemetry } from "./ops/Telemetry.js"
 
 /**
  * The whole gateway for one decoded config: every layer, composed once.
@@ -22,6 +23,7 @@ export const appLayer = (
   overrides: {
     /** A store shared with other copies (tests of several copies in one process). */
     readonly store?: Layer.Layer<Store, unknown>
+    readonly telemetry?: Layer.Layer<Telemetry>
   } = {},
 ) => {
   const store =
@@ -29,6 +31,7 @@ export const appLayer = (
     (config.store.kind === "redis"
       ? layerRedis(config.store.url)
       : layerMemory({ usageFile: config.usageFile }))
+  const telemetry = overrides.telemetry ?? layerNoopTelemetry
   const base = Layer.mergeAll(
     Providers.layer,
     Deadlines.layer,
@@ -36,6 +39,6 @@ export const appLayer = (
     RetryBudget.layer,
     UsageLog.layer(config.usageFile),
     Limits.layer.pipe(Layer.provide(store)),
-  ).pipe(Layer.provideMerge(Config.layerFrom(config)))
+  ).pipe(Layer.provideMerge(telemetry), Layer.provideMerge(Config.layerFrom(config)))
   return Server.layer.pipe(Layer.provide(Gateway.layer), Layer.provide(base))
 }

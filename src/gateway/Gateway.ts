@@ -5,6 +5,7 @@ import { Config } from "../config/Config.js"
 import type { RouteConfig } from "../config/model.js"
 import { renderError } from "../http/errorBody.js"
 import { Limits } from "../limits/Limits.js"
+import { Telemetry } from "../ops/Telemetry.js"
 import { UsageLog } from "../meter/UsageLog.js"
 import { Providers } from "../providers/Providers.js"
 import { Breakers } from "../reliability/Breakers.js"
@@ -49,6 +50,7 @@ export const layer = Layer.effect(
     const breakers = yield* Breakers
     const retryBudget = yield* RetryBudget
     const limits = yield* Limits
+    const telemetry = yield* Telemetry
     const price = makePriceBook(config)
     const authenticate = makeAuthenticator(config)
     const run = Runtime.runFork(yield* Effect.runtime<never>())
@@ -58,7 +60,9 @@ export const layer = Layer.effect(
       Effect.suspend(() => {
         if (ctx.recorded) return Effect.void
         ctx.recorded = true
-        const append = Effect.suspend(() => usageLog.append(ctx.toRecord(deadlines.now())))
+        const append = Effect.suspend(() => usageLog.append(ctx.toRecord(deadlines.now()))).pipe(
+          Effect.zipRight(Effect.sync(() => telemetry.requestDone(ctx))),
+        )
         const admission = ctx.admission
         if (admission === undefined) return append
         return Effect.zipRight(limits.settle(admission, ctx.cost(), ctx.settledTokens()), append)
@@ -87,8 +91,16 @@ export const layer = Layer.effect(
       return Either.right(route)
     }
 
-    const serveResponse = makeServeResponse(deadlines, limits, record)
-    const runRoute = makeRunRoute({ price, providers, deadlines, breakers, retryBudget, serveResponse })
+    const serveResponse = makeServeResponse(deadlines, limits, telemetry, record)
+    const runRoute = makeRunRoute({
+      price,
+      providers,
+      deadlines,
+      breakers,
+      retryBudget,
+      telemetry,
+      serveResponse,
+    })
 
     const serve = Effect.fnUntraced(function* (
       ctx: RequestContext,

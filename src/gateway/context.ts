@@ -38,6 +38,8 @@ export class RequestContext {
   usageEstimated = false
   incomplete = false
   session: string | null = null
+  /** ms spent waiting for upstream attempts before the commit (the `upstream` part of server-timing). */
+  upstreamMs = 0
   error: string | null = null
   recorded = false
 

@@ -19,8 +19,12 @@ export const tollgateHeaders = (ctx: RequestContext, headers: OutgoingHttpHeader
   return headers
 }
 
-/** The client's response headers for a relayed upstream response. */
-export const relayHeaders = (ctx: RequestContext, upstream: IncomingHttpHeaders): OutgoingHttpHeaders => {
+/** The client's response headers for a relayed upstream response; `nowMs` is the commit time. */
+export const relayHeaders = (
+  ctx: RequestContext,
+  upstream: IncomingHttpHeaders,
+  nowMs: number,
+): OutgoingHttpHeaders => {
   const headers: Record<string, string | Array<string>> = {}
   for (const name of FORWARDED) {
     const value = upstream[name]
@@ -32,6 +36,10 @@ export const relayHeaders = (ctx: RequestContext, upstream: IncomingHttpHeaders)
   ) {
     headers["cache-control"] = "no-cache"
   }
+  // Tollgate's own time and the upstream's until the commit, so a user can see the overhead per request.
+  const total = Math.max(0, nowMs - ctx.startMs)
+  headers["server-timing"] =
+    `tollgate;dur=${Math.max(0, total - ctx.upstreamMs)}, upstream;dur=${ctx.upstreamMs}`
   return tollgateHeaders(ctx, headers)
 }
 

@@ -4,6 +4,7 @@ import type { PriceEntry, RouteConfig, TargetConfig } from "../config/model.js"
 import type { ProviderAdapter } from "../providers/adapter.js"
 import { RELAY_BUFFER_BYTES, type Providers } from "../providers/Providers.js"
 import type { Breakers, Outcome, Permit } from "../reliability/Breakers.js"
+import type { TelemetryService } from "../ops/Telemetry.js"
 import type { RetryBudget } from "../reliability/RetryBudget.js"
 import { parseRetryAfter, ruleForInbandError, ruleForStatus, type Rule } from "../reliability/rules.js"
 import { closeBody, sendAttempt, type AttemptResponse } from "./attempt.js"
@@ -50,6 +51,7 @@ export interface RouteDeps {
   readonly deadlines: Deadlines["Type"]
   readonly breakers: Breakers["Type"]
   readonly retryBudget: RetryBudget["Type"]
+  readonly telemetry: TelemetryService
   readonly serveResponse: (
     ctx: RequestContext,
     adapter: ProviderAdapter,
@@ -66,7 +68,7 @@ export interface RouteDeps {
  * response goes to the client unchanged, or a 502 names the targets.
  */
 export const makeRunRoute = (deps: RouteDeps) => {
-  const { price, providers, deadlines, breakers, retryBudget } = deps
+  const { price, providers, deadlines, breakers, retryBudget, telemetry } = deps
 
   const release = (state: LoopState) =>
     Effect.sync(() => {
@@ -110,6 +112,7 @@ export const makeRunRoute = (deps: RouteDeps) => {
           continue targets
         }
         if (ctx.attempts > 0 && !retryBudget.tryConsume()) {
+          telemetry.retryBudgetRefused()
           breakers.record(permit, "neutral")
           outcomes.push({ ...target, outcome: "skipped", reason: "retry_budget_exhausted" })
           break targets
@@ -117,8 +120,10 @@ export const makeRunRoute = (deps: RouteDeps) => {
         state.permit = permit
         if (state.held !== undefined) discard(state.held.response, deadlines)
         state.held = undefined
+        if (ctx.attempts > 0) telemetry.nextAttempt(triesHere > 0 ? "retry" : "fallback")
         ctx.attempts++
         triesHere++
+        const sentAt = deadlines.now()
         const result = yield* Effect.either(
           sendAttempt(
             deadlines,
@@ -129,7 +134,10 @@ export const makeRunRoute = (deps: RouteDeps) => {
             adapter.api,
           ),
         )
+        const waited = deadlines.now() - sentAt
+        ctx.upstreamMs += waited
         if (Either.isLeft(result)) {
+          telemetry.attempt(target.provider, target.model, "failure", waited)
           state.permit = undefined
           breakers.record(permit, "failure")
           outcomes.push({ ...target, outcome: "failed", reason: result.left.reason })
@@ -137,6 +145,7 @@ export const makeRunRoute = (deps: RouteDeps) => {
         }
         const response = result.right
         const { rule, reason } = ruleFor(response)
+        telemetry.attempt(target.provider, target.model, rule.outcome, waited)
         if (rule.decision === "serve" || rule.decision === "return") {
           const outcome = yield* serve(ctx, { response, target, adapter }, res)
           state.permit = undefined

@@ -3,6 +3,7 @@ import type { ServerResponse } from "node:http"
 import { streamErrorEvent } from "../http/errorBody.js"
 import type { ProviderAdapter } from "../providers/adapter.js"
 import type { Limits } from "../limits/Limits.js"
+import type { TelemetryService } from "../ops/Telemetry.js"
 import { costMicroUsd } from "../meter/cost.js"
 import type { StreamMeter } from "../meter/stream.js"
 import type { Outcome } from "../reliability/Breakers.js"
@@ -53,9 +54,10 @@ const streamCutoff = (ctx: RequestContext, meter: StreamMeter) => {
 export const makeServeResponse = (
   deadlines: Deadlines["Type"],
   limits: Limits["Type"],
+  telemetry: TelemetryService,
   record: (ctx: RequestContext) => Effect.Effect<void>,
-) =>
-  Effect.fnUntraced(function* (
+) => {
+  const serve = Effect.fnUntraced(function* (
     ctx: RequestContext,
     adapter: ProviderAdapter,
     response: AttemptResponse,
@@ -83,8 +85,9 @@ export const makeServeResponse = (
         return undefined
       }
     }
-    res.writeHead(response.status, relayHeaders(ctx, response.headers))
+    res.writeHead(response.status, relayHeaders(ctx, response.headers, deadlines.now()))
     ctx.committed = true
+    if (meter !== undefined) telemetry.streamOpened()
     let end = yield* relay(deadlines, response, res, observe)
     while (end._tag === "Paused" && cutoff !== undefined) {
       const extended = yield* limits.extend(ctx.admission!, Math.max(cutoff.needed(), ctx.targetEstimate, 1))
@@ -146,3 +149,8 @@ export const makeServeResponse = (
     res.end()
     return outcome
   })
+  return (ctx: RequestContext, adapter: ProviderAdapter, response: AttemptResponse, res: ServerResponse) => {
+    if (response.meter === undefined) return serve(ctx, adapter, response, res)
+    return Effect.ensuring(serve(ctx, adapter, response, res), Effect.sync(telemetry.streamClosed))
+  }
+}

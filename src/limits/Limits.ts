@@ -1,6 +1,7 @@
 import { Context, Effect, Layer } from "effect"
 import type { BudgetConfig, TenantConfig } from "../config/model.js"
 import { BudgetExceeded, RateLimited, StoreUnavailable } from "../gateway/errors.js"
+import { noopTelemetry, Telemetry, type TelemetryService } from "../ops/Telemetry.js"
 import { makeMemoryStore } from "./memoryStore.js"
 import { rateHeaders, retryAfterSeconds, type RateHeaders } from "./rateHeaders.js"
 import { Store, type Admitted, type BudgetCheck, type Refused, type StoreService } from "./Store.js"
@@ -99,7 +100,11 @@ export class Limits extends Context.Tag("tollgate/Limits")<
   }
 >() {}
 
-export const make = (store: StoreService, now: () => number): Limits["Type"] => {
+export const make = (
+  store: StoreService,
+  now: () => number,
+  telemetry: TelemetryService = noopTelemetry,
+): Limits["Type"] => {
   const local = makeMemoryStore()
   let localUntil = 0
   /** False from a store error until the next store operation succeeds (what /readyz reports). */
@@ -109,6 +114,7 @@ export const make = (store: StoreService, now: () => number): Limits["Type"] => 
     Effect.sync(() => {
       localUntil = now() + LOCAL_ONLY_MS
       healthy = false
+      telemetry.storeError()
     }).pipe(
       Effect.zipRight(
         Effect.logWarning("limit store error; using local limits for 5 s").pipe(
@@ -241,6 +247,7 @@ export const layer = Layer.effect(
   Effect.gen(function* () {
     const store = yield* Store
     const clock = yield* Effect.clock
-    return make(store, () => clock.unsafeCurrentTimeMillis())
+    const telemetry = yield* Telemetry
+    return make(store, () => clock.unsafeCurrentTimeMillis(), telemetry)
   }),
 )

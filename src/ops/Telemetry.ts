@@ -1,0 +1,43 @@
+import { Context, Layer } from "effect"
+import type { RequestContext } from "../gateway/context.js"
+
+/** How one upstream attempt ended, for metrics. */
+export type AttemptResult = "success" | "failure" | "neutral"
+
+/**
+ * What the request path tells operations about (metrics, logs). The
+ * gateway calls these synchronously at a handful of points per request —
+ * never per chunk — so an implementation must be cheap and must not throw.
+ */
+export interface TelemetryService {
+  /** One request is done: its usage record was written (every authenticated request, once). */
+  readonly requestDone: (ctx: RequestContext) => void
+  /** One upstream attempt ended (or was handed to the relay), `ms` after it was sent. */
+  readonly attempt: (provider: string, model: string, result: AttemptResult, ms: number) => void
+  /** Another attempt follows: the same target again (`retry`) or the next one (`fallback`). */
+  readonly nextAttempt: (kind: "retry" | "fallback") => void
+  /** The retry budget refused an extra attempt. */
+  readonly retryBudgetRefused: () => void
+  /** The limit store failed (ADR 0006). */
+  readonly storeError: () => void
+  /** An event stream was committed to a client / ended. */
+  readonly streamOpened: () => void
+  readonly streamClosed: () => void
+}
+
+export class Telemetry extends Context.Tag("tollgate/Telemetry")<Telemetry, TelemetryService>() {}
+
+const noop = () => {}
+
+/** Telemetry that records nothing (tests that do not look at it). */
+export const noopTelemetry: TelemetryService = {
+  requestDone: noop,
+  attempt: noop,
+  nextAttempt: noop,
+  retryBudgetRefused: noop,
+  storeError: noop,
+  streamOpened: noop,
+  streamClosed: noop,
+}
+
+export const layerNoop = Layer.succeed(Telemetry, noopTelemetry)
