@@ -12,6 +12,7 @@ import * as Limits from "./limits/Limits.js"
 import { layerMemory } from "./limits/memoryStore.js"
 import { layerRedis } from "./limits/redisStore.js"
 import type { Store } from "./limits/Store.js"
+import * as OpenRequests from "./ops/OpenRequests.js"
 import { layerNoop as layerNoopTelemetry, type Telemetry } from "./ops/Telemetry.js"
 
 /**
@@ -39,6 +40,7 @@ export const appLayer = (
     RetryBudget.layer,
     UsageLog.layer(config.usageFile),
     Limits.layer.pipe(Layer.provide(store)),
+    OpenRequests.layer,
   ).pipe(Layer.provideMerge(telemetry), Layer.provideMerge(Config.layerFrom(config)))
   return Server.layer.pipe(Layer.provide(Gateway.layer), Layer.provide(base))
 }

@@ -5,6 +5,7 @@ import { Config } from "../config/Config.js"
 import type { RouteConfig } from "../config/model.js"
 import { renderError } from "../http/errorBody.js"
 import { Limits } from "../limits/Limits.js"
+import { OpenRequests } from "../ops/OpenRequests.js"
 import { Telemetry } from "../ops/Telemetry.js"
 import { UsageLog } from "../meter/UsageLog.js"
 import { Providers } from "../providers/Providers.js"
@@ -51,6 +52,7 @@ export const layer = Layer.effect(
     const retryBudget = yield* RetryBudget
     const limits = yield* Limits
     const telemetry = yield* Telemetry
+    const openRequests = yield* OpenRequests
     const price = makePriceBook(config)
     const authenticate = makeAuthenticator(config)
     const run = Runtime.runFork(yield* Effect.runtime<never>())
@@ -65,6 +67,7 @@ export const layer = Layer.effect(
         )
         const admission = ctx.admission
         if (admission === undefined) return append
+        openRequests.done(ctx)
         return Effect.zipRight(limits.settle(admission, ctx.cost(), ctx.settledTokens()), append)
       })
 
@@ -121,6 +124,7 @@ export const layer = Layer.effect(
         reserve: plan.reserve,
         sessionId: plan.sessionId,
       })
+      openRequests.admitted(ctx)
       if (request.endpoint === "/v1/messages/count_tokens") {
         // Forwarded to the first direct Anthropic target only (Vertex has no count_tokens here).
         const direct = route.targets.find((t) => providers.get(t.provider).serves(request.endpoint))

@@ -67,10 +67,14 @@ export const planAdmission = (
   ctx.reservedOutput = output
   const estimate = { inputTokens: input, outputTokens: output, cacheReadTokens: 0, cacheWriteTokens: 0 }
   let reserve = 0
+  const prices: Array<PriceEntry> = []
   for (const target of route.targets) {
     const p = price(target)
-    if (p !== undefined) reserve = Math.max(reserve, costMicroUsd(estimate, p))
+    if (p === undefined) continue
+    prices.push(p)
+    reserve = Math.max(reserve, costMicroUsd(estimate, p))
   }
+  ctx.routePrices = prices
   return { tokenCost: input + output, reserve, sessionId }
 }
 

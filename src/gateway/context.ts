@@ -31,6 +31,8 @@ export class RequestContext {
   inputEstimate = 0
   /** Output tokens reserved: the smaller of max_tokens and reservation.output_tokens (ADR 0018). */
   reservedOutput = 0
+  /** Prices of the route's targets (unpriced targets left out): the reservation and the overspend bound use the highest. */
+  routePrices: ReadonlyArray<PriceEntry> = []
   /** The admission to settle; undefined until admitted. */
   admission: Admission | undefined = undefined
   /** Estimated cost at the serving target's price, micro-USD: the floor of an estimated or incomplete charge. */

@@ -11,10 +11,20 @@ import { closeBody, type AttemptResponse } from "./attempt.js"
 import type { RequestContext } from "./context.js"
 import type { Deadlines } from "./Deadlines.js"
 import { JsonCollector } from "./jsonCollector.js"
-import { PAUSE, relay, type Observer } from "./relay.js"
+import { PAUSE, relay, type Observer, type RelayEnd } from "./relay.js"
 import { relayHeaders } from "./respond.js"
 
 const noObserver: Observer = () => undefined
+
+/** The relay was stopped by the budget cutoff (or a store that could not confirm the budget). */
+interface Cutoff {
+  readonly _tag: "Cutoff"
+}
+
+/** What streamed past the last usage report may still be charged by the provider (ADR 0029). */
+const floorStreamedOutput = (meter: StreamMeter): void => {
+  meter.usage.outputTokens = Math.max(meter.usage.outputTokens, Math.ceil(meter.outputChars / 4))
+}
 
 /**
  * The approximate cutoff for hard-budget streams (SPEC "Sessions", ADR 0029):
@@ -88,15 +98,15 @@ export const makeServeResponse = (
     res.writeHead(response.status, relayHeaders(ctx, response.headers, deadlines.now()))
     ctx.committed = true
     if (meter !== undefined) telemetry.streamOpened()
-    let end = yield* relay(deadlines, response, res, observe)
+    let end: RelayEnd | Cutoff = yield* relay(deadlines, response, res, observe)
     while (end._tag === "Paused" && cutoff !== undefined) {
       const extended = yield* limits.extend(ctx.admission!, Math.max(cutoff.needed(), ctx.targetEstimate, 1))
-      if (!extended) {
+      if (extended !== "extended") {
         // The approximate cutoff (ADR 0029): stop reading upstream and end the stream.
         deadlines.unregister(response.deadline)
         closeBody(response.body)
-        end = { _tag: "UpstreamFailed", reason: "budget_exceeded" }
-        ctx.error = "budget_exceeded"
+        ctx.error = extended === "refused" ? "budget_exceeded" : "store_unavailable"
+        end = { _tag: "Cutoff" }
         break
       }
       end = yield* relay(deadlines, response, res, observe)
@@ -108,7 +118,8 @@ export const makeServeResponse = (
       json.foldInto(adapter.api, ctx.usage)
     }
     let outcome: Outcome = "success"
-    if (end._tag === "ClientStalled") outcome = "neutral"
+    // A slow client or a budget cutoff is nobody's failure upstream.
+    if (end._tag === "ClientStalled" || end._tag === "Cutoff") outcome = "neutral"
     else if (
       end._tag === "UpstreamFailed" ||
       (meter !== undefined && (!meter.finished || meter.inbandError))
@@ -128,8 +139,7 @@ export const makeServeResponse = (
         res.destroy()
         return outcome
       }
-      // What streamed past the last usage report may still be charged by the provider.
-      meter.usage.outputTokens = Math.max(meter.usage.outputTokens, Math.ceil(meter.outputChars / 4))
+      floorStreamedOutput(meter)
       if (ctx.error === "budget_exceeded") {
         res.write(
           streamErrorEvent(
@@ -138,10 +148,18 @@ export const makeServeResponse = (
             "the budget has no money left to continue this stream",
           ),
         )
+      } else if (ctx.error === "store_unavailable") {
+        res.write(
+          streamErrorEvent(
+            adapter.api,
+            "overloaded_error",
+            "the limit store is unavailable; the stream was stopped to protect a hard budget",
+          ),
+        )
       } else if (meter.inbandError === undefined) {
         res.write(streamErrorEvent(adapter.api, "api_error", `upstream stream failed: ${ctx.error}`))
       }
-    } else if (ok && !ctx.usage.reported) {
+    } else if (ok && !ctx.usage.reported && ctx.endpoint !== "/v1/messages/count_tokens") {
       ctx.usageEstimated = true
       ctx.usage.inputTokens = ctx.inputEstimate
     }
@@ -150,7 +168,15 @@ export const makeServeResponse = (
     return outcome
   })
   return (ctx: RequestContext, adapter: ProviderAdapter, response: AttemptResponse, res: ServerResponse) => {
-    if (response.meter === undefined) return serve(ctx, adapter, response, res)
-    return Effect.ensuring(serve(ctx, adapter, response, res), Effect.sync(telemetry.streamClosed))
+    const meter = response.meter
+    if (meter === undefined) return serve(ctx, adapter, response, res)
+    return Effect.ensuring(
+      serve(ctx, adapter, response, res),
+      Effect.sync(() => {
+        telemetry.streamClosed()
+        // A client that went away mid-stream: the record (written by the caller) still charges what streamed.
+        if (!ctx.recorded) floorStreamedOutput(meter)
+      }),
+    )
   }
 }

@@ -9,6 +9,9 @@ import { Store, type Admitted, type BudgetCheck, type Refused, type StoreService
 /** After a store error, how long each copy uses only its local limits before it tries the store again, ms (ADR 0006). */
 export const LOCAL_ONLY_MS = 5_000
 
+/** `refused`: a hard budget has no room; `unavailable`: the store could not be asked (the cutoff errs on the safe side). */
+export type ExtendResult = "extended" | "refused" | "unavailable"
+
 /** What one request asks of the limits. */
 export interface AdmissionInput {
   readonly tenant: TenantConfig
@@ -93,8 +96,8 @@ export class Limits extends Context.Tag("tollgate/Limits")<
     ) => Effect.Effect<Admission, RateLimited | BudgetExceeded | StoreUnavailable>
     /** Replaces the reservation with `cost` and the token estimate with `tokens`. Never fails: a failed settle leaves the reservation. */
     readonly settle: (admission: Admission, cost: number, tokens: number) => Effect.Effect<void>
-    /** Extends the reservation by `amount` if the hard budgets allow it; false when refused or the store is down. */
-    readonly extend: (admission: Admission, amount: number) => Effect.Effect<boolean>
+    /** Extends the reservation by `amount` if the hard budgets allow it. */
+    readonly extend: (admission: Admission, amount: number) => Effect.Effect<ExtendResult>
     /** False from a store error until a store operation succeeds again. */
     readonly storeOk: () => boolean
   }
@@ -215,9 +218,9 @@ export const make = (
         )
     })
 
-  const extend = (admission: Admission, amount: number): Effect.Effect<boolean> =>
+  const extend = (admission: Admission, amount: number): Effect.Effect<ExtendResult> =>
     Effect.suspend(() => {
-      if (admission.via === "local") return Effect.succeed(false)
+      if (admission.via === "local") return Effect.succeed("unavailable" as const)
       const tenant = admission.tenant
       return store
         .extend({
@@ -232,10 +235,12 @@ export const make = (
           amount,
         })
         .pipe(
-          Effect.tap((ok) => {
-            if (ok) admission.reserved += amount
+          Effect.map((ok): ExtendResult => {
+            if (!ok) return "refused"
+            admission.reserved += amount
+            return "extended"
           }),
-          Effect.catchAll((error) => Effect.as(markDown(error.message), false)),
+          Effect.catchAll((error) => Effect.as(markDown(error.message), "unavailable" as const)),
         )
     })
 
