@@ -1,20 +1,23 @@
 // The load generator, run by bench/run.mjs in its own process (so it never shares an event loop with a
 // server under test). One run per process: `node bench/load.mjs '<spec JSON>'`.
 //
-// spec: { origin, path, headers, body, stream, expect, mode, warmupS, durationS, concurrency, rps }
+// spec: { origin, path, headers, body, stream, expect, expectHeaders, mode, warmupS, durationS, concurrency,
+//         rps }
 //   mode "closed":  `concurrency` requests always in flight for warmupS + durationS;
 //                   rate = responses completed inside the measured window ÷ durationS.
 //   mode "open":    one request every 1/rps s scheduled by time, not by completion (open loop, so a slow
 //                   server cannot slow the sender down); latency = completion − scheduled send time, for
 //                   requests scheduled inside the measured window.
-// A response counts only when its status is 2xx and its body was read to the end and contains `expect`
-// (streams: in their last 64 bytes, so a stream cut short does not count). Everything else is counted in
+// A response counts only when its status is 2xx, it has the `expectHeaders` (name: true for present, or the
+// exact value), and its body was read to the end and contains `expect` (streams: in their last 64 bytes,
+// so a stream cut short does not count). Everything else is counted in
 // `errors` by kind, warm-up included. Each request has 10 s for headers and 10 s between body chunks.
 //
 // Prints `phase measure-start` / `phase measure-end` lines at the window edges (run.mjs samples the
 // server's CPU time there), then one JSON line with the result.
 import { performance } from "node:perf_hooks"
 import { Pool } from "undici"
+import { headerProblem } from "./lib/setup.mjs"
 
 const spec = JSON.parse(process.argv[2])
 const payload = Buffer.from(spec.body)
@@ -61,11 +64,17 @@ const send = async () => {
     countError(`error:${error?.code ?? error?.name ?? "unknown"}`)
     return false
   }
-  const { statusCode, body } = response
+  const { statusCode, headers, body } = response
   try {
     if (statusCode < 200 || statusCode > 299) {
       await body.dump()
       countError(`status:${statusCode}`)
+      return false
+    }
+    const problem = headerProblem(spec.expectHeaders, headers)
+    if (problem !== undefined) {
+      await body.dump()
+      countError(problem)
       return false
     }
     if (!spec.stream) {

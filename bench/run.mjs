@@ -1,19 +1,29 @@
-// `npm run bench`: Tollgate against the fake upstream directly and against a plain Node proxy, in one run.
-// Starts the fake upstream, the plain proxy and Tollgate (each its own process), then runs three
-// measurements per target, each in a fresh load-generator process, rotating the target order between
-// measurements. Prints a table, then the same results as one JSON line (the last line of stdout).
+// `npm run bench`: Tollgate against the fake upstream directly and against a plain Node proxy, in one run,
+// plus what limits and budgets (memory and Redis store) and one fallback cost.
+// Starts the fake upstream, the plain proxy and one Tollgate per row (each its own process; a Redis and a
+// second fake answering 529 for the rows that need them), then runs the measurements of every row, each
+// in a fresh load-generator process, rotating the row order between measurements. Prints a table, then
+// the same results as one JSON line (the last line of stdout).
 // Options (env): BENCH_DURATION_S (5), BENCH_WARMUP_S (1), BENCH_CONCURRENCY (64), BENCH_RPS (500),
-// BENCH_ROUNDS (1), BENCH_API (anthropic | openai), BENCH_UPSTREAM (fake | stub), BENCH_TOLLGATE and
-// BENCH_FAKEPROVIDER (binary paths; default bin/tollgate, bin/fakeprovider). See bench/README.md.
+// BENCH_ROUNDS (1), BENCH_API (anthropic | openai), BENCH_UPSTREAM (fake | stub), BENCH_LIMITS (1 | 0),
+// BENCH_REDIS (1 | 0), BENCH_FALLBACK (1 | 0), BENCH_TOLLGATE, BENCH_FAKEPROVIDER and BENCH_REDIS_SERVER
+// (binary paths; default bin/tollgate, bin/fakeprovider, redis-server on PATH). See bench/README.md.
 import { existsSync, rmSync } from "node:fs"
 import { mkdtemp, rm } from "node:fs/promises"
 import { availableParallelism, loadavg, tmpdir } from "node:os"
 import { dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 import { request } from "undici"
-import { cpuTimeMs, killAllNow, logTail, runLoad, startServer, stopAll } from "./lib/procs.mjs"
-import { formatSummary, LABELS, summarise, TARGETS } from "./lib/report.mjs"
-import { requestFor, UPSTREAM_KEY, UPSTREAM_KEY_ENV, writeTollgateConfig } from "./lib/setup.mjs"
+import { cpuTimeMs, killAllNow, logTail, runLoad, startServer, stopAll, which } from "./lib/procs.mjs"
+import { redisCommand, startRedis } from "./lib/redis.mjs"
+import { formatSummary, kindsOf, LABELS, summarise, TARGETS } from "./lib/report.mjs"
+import {
+  headerProblem,
+  requestFor,
+  UPSTREAM_KEY,
+  UPSTREAM_KEY_ENV,
+  writeTollgateConfig,
+} from "./lib/setup.mjs"
 
 const here = dirname(fileURLToPath(import.meta.url))
 const root = join(here, "..")
@@ -33,6 +43,8 @@ const oneOf = (name, allowed) => {
   return value
 }
 
+const flag = (name) => oneOf(name, ["1", "0"]) === "1"
+
 const readOptions = () => ({
   durationS: number("BENCH_DURATION_S", 5),
   warmupS: number("BENCH_WARMUP_S", 1),
@@ -41,6 +53,9 @@ const readOptions = () => ({
   rounds: Math.round(number("BENCH_ROUNDS", 1)),
   api: oneOf("BENCH_API", ["anthropic", "openai"]),
   upstream: oneOf("BENCH_UPSTREAM", ["fake", "stub"]),
+  limits: flag("BENCH_LIMITS"),
+  redis: flag("BENCH_REDIS"),
+  fallback: flag("BENCH_FALLBACK"),
   jsonTokens: 16,
   streamTokens: 50,
 })
@@ -53,25 +68,42 @@ try {
   process.exit(1)
 }
 
+/** The rows of this run, in table order. */
+const enabled = TARGETS.filter(
+  (target) =>
+    !(target.startsWith("tollgate_limits") && !options.limits) &&
+    !(target === "tollgate_limits_redis" && !options.redis) &&
+    !(target === "tollgate_fallback" && !options.fallback),
+)
+
 const log = (line) => process.stderr.write(`${line}\n`)
 
-/** One request through `url` that must answer 2xx with a complete body; returns a reason when it does not. */
-const smokeTest = async (url, via) => {
-  for (const stream of [false, true]) {
-    const req = requestFor({ api: options.api, via, stream, ...options })
+/**
+ * The requests of `target` for its measured kinds through `url`, each of which must answer 2xx with the
+ * expected headers and a complete body; returns a reason when one does not.
+ */
+const smokeTest = async (url, target) => {
+  const streams = kindsOf(target).includes("sse") ? [false, true] : [false]
+  for (const stream of streams) {
+    const req = requestFor({ api: options.api, target, stream, ...options })
+    const what = stream ? "SSE" : "JSON"
     try {
       const res = await request(`${url}${req.path}`, { method: "POST", headers: req.headers, body: req.body })
       const text = await res.body.text()
       if (res.statusCode < 200 || res.statusCode > 299)
-        return `${stream ? "SSE" : "JSON"} ${res.statusCode}: ${text.slice(0, 300)}`
-      if (!text.includes(req.expect))
-        return `${stream ? "SSE" : "JSON"} body without ${req.expect}: ${text.slice(0, 300)}`
+        return `${what} ${res.statusCode}: ${text.slice(0, 300)}`
+      const problem = headerProblem(req.expectHeaders, res.headers)
+      if (problem !== undefined) return `${what} ${problem}`
+      if (!text.includes(req.expect)) return `${what} body without ${req.expect}: ${text.slice(0, 300)}`
     } catch (error) {
-      return `${stream ? "SSE" : "JSON"} request failed: ${error.message}`
+      return `${what} request failed: ${error.message}`
     }
   }
   return undefined
 }
+
+/** Thrown for a row that cannot run because an optional tool is missing (shown, but the run stays valid). */
+class Unavailable extends Error {}
 
 const startAll = async (dir) => {
   const fakeScript =
@@ -83,56 +115,84 @@ const startAll = async (dir) => {
       `${fakeScript} not found: run \`npm run build\` first (or BENCH_UPSTREAM=stub to use bench's stub)`,
     )
   }
-  const fake = await startServer({
-    name: "fake upstream",
-    script: fakeScript,
-    args: ["--listen", "127.0.0.1:0", "--scenario", "max-tokens", "--name", "bench"],
-    logFile: join(dir, "fake.log"),
-    pipeStdin: options.upstream === "stub",
-  })
+  const startFake = (name, scenario) =>
+    startServer({
+      name,
+      script: fakeScript,
+      args: ["--listen", "127.0.0.1:0", "--scenario", scenario, "--name", name.replace(/ /g, "-")],
+      logFile: join(dir, `${name.replace(/ /g, "-")}.log`),
+      pipeStdin: options.upstream === "stub",
+    })
+  const fake = await startFake("fake upstream", "max-tokens")
   log(`fake upstream   ${fake.url}  (${fakeScript})`)
-  const servers = { direct: { url: fake.url, pid: fake.child.pid, via: "direct" } }
+  const servers = { direct: { url: fake.url, pid: fake.child.pid } }
   const skipped = {}
-  const proxy = startServer({
-    name: "plain proxy",
-    script: join(here, "plain-proxy.mjs"),
-    args: ["--listen", "127.0.0.1:0", "--upstream", fake.url],
-    logFile: join(dir, "plain-proxy.log"),
-    pipeStdin: true,
-  })
+  const unavailable = {}
+  const extras = {}
+
   const tollgateBin = resolve(process.env.BENCH_TOLLGATE || join(root, "bin", "tollgate"))
-  const tollgate = existsSync(tollgateBin)
-    ? writeTollgateConfig(dir, fake.url).then((config) =>
-        startServer({
-          name: "tollgate",
-          script: tollgateBin,
-          args: ["serve", "--config", config],
-          env: { [UPSTREAM_KEY_ENV]: UPSTREAM_KEY },
-          logFile: join(dir, "tollgate.log"),
-        }),
-      )
-    : Promise.reject(new Error(`${tollgateBin} not found (run \`npm run build\`)`))
-  const [proxyResult, tollgateResult] = await Promise.allSettled([proxy, tollgate])
-  for (const [target, result] of [
-    ["plain_proxy", proxyResult],
-    ["tollgate", tollgateResult],
-  ]) {
-    if (result.status === "fulfilled") {
-      servers[target] = {
-        url: result.value.url,
-        pid: result.value.child.pid,
-        via: target,
-        logFile: result.value.logFile,
+  const startTollgate = async (target, urls) => {
+    if (!existsSync(tollgateBin)) throw new Error(`${tollgateBin} not found (run \`npm run build\`)`)
+    const config = await writeTollgateConfig(dir, target, { upstreamUrl: fake.url, ...urls })
+    return startServer({
+      name: LABELS[target],
+      script: tollgateBin,
+      args: ["serve", "--config", config],
+      env: { [UPSTREAM_KEY_ENV]: UPSTREAM_KEY },
+      logFile: join(dir, `${target}.log`),
+    })
+  }
+  const starters = {
+    plain_proxy: () =>
+      startServer({
+        name: "plain proxy",
+        script: join(here, "plain-proxy.mjs"),
+        args: ["--listen", "127.0.0.1:0", "--upstream", fake.url],
+        logFile: join(dir, "plain-proxy.log"),
+        pipeStdin: true,
+      }),
+    tollgate: () => startTollgate("tollgate", {}),
+    tollgate_limits_memory: () => startTollgate("tollgate_limits_memory", {}),
+    tollgate_limits_redis: async () => {
+      const bin = process.env.BENCH_REDIS_SERVER || which("redis-server")
+      if (bin === undefined)
+        throw new Unavailable("redis-server not on PATH (install it, or set BENCH_REDIS_SERVER)")
+      if (!existsSync(bin)) throw new Unavailable(`BENCH_REDIS_SERVER ${bin} not found`)
+      const redis = await startRedis({ bin, dir, logFile: join(dir, "redis.log") })
+      log(`redis-server    ${redis.url}  (${bin})`)
+      extras.redis = redis
+      return {
+        ...(await startTollgate("tollgate_limits_redis", { redisUrl: redis.url })),
+        extraPid: redis.pid,
       }
-      log(`${LABELS[target].padEnd(15)} ${result.value.url}`)
+    },
+    tollgate_fallback: async () => {
+      const failing = await startFake("fake 529", "status:529")
+      log(`fake 529        ${failing.url}`)
+      return startTollgate("tollgate_fallback", { failingUrl: failing.url })
+    },
+  }
+  const started = enabled.filter((target) => target !== "direct")
+  const results = await Promise.allSettled(started.map((target) => starters[target]()))
+  started.forEach((target, i) => {
+    const result = results[i]
+    if (result.status === "fulfilled") {
+      const { url, child, logFile, extraPid } = result.value
+      servers[target] = { url, pid: child.pid, logFile, extraPid }
+      log(`${LABELS[target].padEnd(15)} ${url}`)
     } else {
-      skipped[target] = result.reason.message.split("\n")[0]
+      const into = result.reason instanceof Unavailable ? unavailable : skipped
+      into[target] = result.reason.message.split("\n")[0]
       log(`${LABELS[target]}: ${result.reason.message}`)
     }
-  }
-  for (const target of TARGETS) {
+  })
+  for (const target of enabled) {
     if (servers[target] === undefined) continue
-    const problem = await smokeTest(servers[target].url, servers[target].via)
+    let problem = await smokeTest(servers[target].url, target)
+    if (problem === undefined && target === "tollgate_limits_redis") {
+      const size = await redisCommand(extras.redis.port, "DBSIZE").catch((error) => error.message)
+      if (!/^:[1-9]/.test(size)) problem = `no keys in Redis after the smoke test (DBSIZE ${size})`
+    }
     if (problem !== undefined) {
       skipped[target] = problem.split("\n")[0]
       log(`${LABELS[target]} failed its smoke test: ${problem}`)
@@ -140,7 +200,7 @@ const startAll = async (dir) => {
       delete servers[target]
     }
   }
-  return { servers, skipped }
+  return { servers, skipped, unavailable, extras }
 }
 
 const KINDS = [
@@ -151,20 +211,21 @@ const KINDS = [
 
 const measure = async (servers) => {
   const runs = []
-  const live = TARGETS.filter((target) => servers[target] !== undefined)
   let turn = 0
   for (let round = 0; round < options.rounds; round++) {
     for (const { kind, mode, stream } of KINDS) {
+      const live = enabled.filter((target) => servers[target] !== undefined && kindsOf(target).includes(kind))
       const order = live.map((_, i) => live[(i + turn) % live.length])
       turn++
       for (const target of order) {
         const server = servers[target]
-        const req = requestFor({ api: options.api, via: server.via, stream, ...options })
+        const req = requestFor({ api: options.api, target, stream, ...options })
         const spec = { origin: server.url, ...req, mode, ...options }
         const result = await runLoad({
           script: join(here, "load.mjs"),
           spec,
           cpuOf: () => cpuTimeMs(server.pid),
+          ...(server.extraPid === undefined ? {} : { extraCpuOf: () => cpuTimeMs(server.extraPid) }),
           timeoutMs: (options.warmupS + options.durationS) * 1000 + 60_000,
         })
         runs.push({ round, target, kind, result })
@@ -173,7 +234,7 @@ const measure = async (servers) => {
             ? `p50 ${result.p50Ms?.toFixed(2)} ms  p99 ${result.p99Ms?.toFixed(2)} ms`
             : `${result.rate.toFixed(0)}/s`
         const errors = result.errorCount > 0 ? `  ERRORS ${JSON.stringify(result.errors)}` : ""
-        log(`round ${round + 1}  ${kind.padEnd(7)} ${LABELS[target].padEnd(11)}  ${rate}${errors}`)
+        log(`round ${round + 1}  ${kind.padEnd(7)} ${LABELS[target].padEnd(26)}  ${rate}${errors}`)
       }
     }
   }
@@ -188,17 +249,20 @@ const main = async () => {
   try {
     log(
       `bench: ${options.api} API, ${options.warmupS} s warm-up + ${options.durationS} s per run, ` +
-        `concurrency ${options.concurrency}, latency at ${options.rps} req/s, ${options.rounds} round(s)`,
+        `concurrency ${options.concurrency}, latency at ${options.rps} req/s, ${options.rounds} round(s), ` +
+        `rows: ${enabled.map((target) => LABELS[target]).join(", ")}`,
     )
     const machine = { cpus: availableParallelism(), loadAverageAtStart: Number(loadavg()[0].toFixed(2)) }
     log(`machine: ${machine.cpus} CPUs, load average ${machine.loadAverageAtStart}`)
     if (machine.loadAverageAtStart > 1) {
       log("warning: the machine is busy; absolute numbers will be low and noisy, compare ratios only")
     }
-    const { servers, skipped } = await startAll(dir)
+    const { servers, skipped, unavailable } = await startAll(dir)
     const runs = await measure(servers)
-    const summary = summarise(runs, skipped)
-    process.stdout.write(`\n${formatSummary(summary, options).join("\n")}\n`)
+    machine.loadAverageAtEnd = Number(loadavg()[0].toFixed(2))
+    const summary = summarise(runs, { enabled, skipped, unavailable })
+    const load = `load average (1 min): ${machine.loadAverageAtStart} at start, ${machine.loadAverageAtEnd} at end, ${machine.cpus} CPUs`
+    process.stdout.write(`\n${[...formatSummary(summary, options), load].join("\n")}\n`)
     process.stdout.write(`${JSON.stringify({ options, machine, ...summary, runs })}\n`)
   } finally {
     await stopAll()
@@ -216,7 +280,8 @@ for (const signal of ["SIGINT", "SIGTERM"]) {
     process.exit(130)
   })
 }
-const expectedMs = options.rounds * 9 * (options.warmupS + options.durationS) * 1000
+const runsPerRound = enabled.reduce((sum, target) => sum + kindsOf(target).length, 0)
+const expectedMs = options.rounds * runsPerRound * (options.warmupS + options.durationS) * 1000
 setTimeout(
   () => {
     log(`bench: still running after ${Math.round((expectedMs * 2 + 120_000) / 1000)} s, giving up`)

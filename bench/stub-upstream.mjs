@@ -1,6 +1,6 @@
 // A stand-in for bin/fakeprovider, used only when BENCH_UPSTREAM=stub (to run the bench while the real
 // fake provider is not built). Same command line as the fake for what the bench needs:
-//   node bench/stub-upstream.mjs --listen 127.0.0.1:0 [--scenario ok|max-tokens|tokens:N]
+//   node bench/stub-upstream.mjs --listen 127.0.0.1:0 [--scenario ok|max-tokens|tokens:N|status:N]
 // Answers POST /v1/messages (Anthropic) and /v1/chat/completions (OpenAI), JSON and SSE; the
 // `x-fake-scenario` header overrides the scenario. Output is 16 tokens unless the scenario says otherwise.
 import { fstatSync } from "node:fs"
@@ -84,6 +84,16 @@ const server = http.createServer((req, res) => {
       return
     }
     const headers = { "x-fake-name": values.name }
+    if (scenario.startsWith("status:")) {
+      const status = Number(scenario.slice("status:".length))
+      const type = status === 529 ? "overloaded_error" : "api_error"
+      const error = anthropic
+        ? { type: "error", error: { type, message: `stub status ${status}` } }
+        : { error: { type, message: `stub status ${status}`, code: null } }
+      res.writeHead(status, { ...headers, "content-type": "application/json" })
+      res.end(JSON.stringify(error))
+      return
+    }
     if (body.stream === true) {
       res.writeHead(200, { ...headers, "content-type": "text/event-stream", "cache-control": "no-cache" })
       if (anthropic) anthropicStream(res, body.model, tokens)

@@ -1,11 +1,39 @@
 // Child processes of the bench: servers started with their output in a log file (so a chatty server never
 // blocks on a full pipe and the log is there to read when it fails), and a registry that kills every
-// child still running when the bench exits — normally, on a signal, or on an error.
+// child still running when the bench exits — normally, on a signal, or on an error (and, where `setpriv`
+// exists, the kernel kills them when the bench itself is killed).
 import { spawn } from "node:child_process"
-import { closeSync, openSync, readFileSync } from "node:fs"
+import { accessSync, closeSync, constants, openSync, readFileSync } from "node:fs"
 import { readFile } from "node:fs/promises"
+import { delimiter, join } from "node:path"
 
 const running = new Set()
+
+/** The absolute path of `name` on PATH, or undefined. */
+export const which = (name) => {
+  for (const dir of (process.env.PATH ?? "").split(delimiter)) {
+    if (dir === "") continue
+    const candidate = join(dir, name)
+    try {
+      accessSync(candidate, constants.X_OK)
+      return candidate
+    } catch {
+      // not here
+    }
+  }
+  return undefined
+}
+
+const setpriv = which("setpriv")
+
+/**
+ * `spawn(command, args)`, but where util-linux `setpriv` exists the child also gets SIGKILL when the
+ * bench dies, even of a `kill -9` (PR_SET_PDEATHSIG; setpriv execs, so the pid is the command's own).
+ */
+const spawnChild = (command, args, options) =>
+  setpriv === undefined
+    ? spawn(command, args, options)
+    : spawn(setpriv, ["--pdeathsig", "KILL", "--", command, ...args], options)
 
 /** Kills every child still running (SIGKILL): for `process.on("exit")`, where nothing can wait. */
 export const killAllNow = () => {
@@ -58,6 +86,17 @@ export const logTail = (file, lines = 20) => {
 }
 
 /**
+ * Spawns `command ...args` (not a Node script) with stdout and stderr in `logFile`, stopped with the
+ * bench like every other child. Returns the child at once; the caller checks when it is ready.
+ */
+export const spawnLogged = ({ command, args, logFile }) => {
+  const fd = openSync(logFile, "a")
+  const child = track(spawnChild(command, args, { stdio: ["ignore", fd, fd] }))
+  closeSync(fd)
+  return child
+}
+
+/**
  * Starts a server (`node script ...args`) with stdout and stderr in `logFile` and waits until the log
  * shows `listening on http://HOST:PORT`. Resolves `{ child, url, logFile }`; rejects with the log's tail
  * when the process exits first or `timeoutMs` (default 20000) passes. `pipeStdin` gives the child a stdin
@@ -74,7 +113,7 @@ export const startServer = async ({
 }) => {
   const fd = openSync(logFile, "a")
   const child = track(
-    spawn(process.execPath, [script, ...args], {
+    spawnChild(process.execPath, [script, ...args], {
       env: { ...process.env, ...env },
       stdio: [pipeStdin ? "pipe" : "ignore", fd, fd],
     }),
@@ -113,18 +152,22 @@ export const cpuTimeMs = (pid) => {
 
 /**
  * Runs one load generator process (`bench/load.mjs`) with `spec`. Samples `cpuOf()` (CPU ms of the
- * server under test) at the window edges the generator announces. Resolves the generator's JSON result
- * plus `cpuMs`; rejects when it exits without one or takes longer than `timeoutMs`.
+ * server under test) and `extraCpuOf()` (optional: CPU ms of a helper it uses, such as Redis) at the
+ * window edges the generator announces. Resolves the generator's JSON result plus `cpuMs` and
+ * `extraCpuMs` (null without `extraCpuOf`); rejects when it exits without one or takes longer than
+ * `timeoutMs`.
  */
-export const runLoad = ({ script, spec, cpuOf, timeoutMs }) =>
+export const runLoad = ({ script, spec, cpuOf, extraCpuOf = () => null, timeoutMs }) =>
   new Promise((resolve, reject) => {
     const child = track(
-      spawn(process.execPath, [script, JSON.stringify(spec)], { stdio: ["pipe", "pipe", "pipe"] }),
+      spawnChild(process.execPath, [script, JSON.stringify(spec)], { stdio: ["pipe", "pipe", "pipe"] }),
     )
     let out = ""
     let err = ""
     let cpuStart = null
     let cpuMs = null
+    let extraStart = null
+    let extraCpuMs = null
     const timer = setTimeout(() => {
       child.kill("SIGKILL")
       reject(new Error(`load generator did not finish within ${timeoutMs} ms`))
@@ -132,10 +175,15 @@ export const runLoad = ({ script, spec, cpuOf, timeoutMs }) =>
     child.stdout.setEncoding("utf8")
     child.stdout.on("data", (text) => {
       out += text
-      if (text.includes("phase measure-start")) cpuStart = cpuOf()
-      if (text.includes("phase measure-end") && cpuStart !== null) {
+      if (text.includes("phase measure-start")) {
+        cpuStart = cpuOf()
+        extraStart = extraCpuOf()
+      }
+      if (text.includes("phase measure-end")) {
         const end = cpuOf()
-        cpuMs = end === null ? null : end - cpuStart
+        const extraEnd = extraCpuOf()
+        cpuMs = end === null || cpuStart === null ? null : end - cpuStart
+        extraCpuMs = extraEnd === null || extraStart === null ? null : extraEnd - extraStart
       }
     })
     child.stderr.setEncoding("utf8")
@@ -144,7 +192,7 @@ export const runLoad = ({ script, spec, cpuOf, timeoutMs }) =>
       clearTimeout(timer)
       const last = out.trim().split("\n").at(-1) ?? ""
       try {
-        resolve({ ...JSON.parse(last), cpuMs })
+        resolve({ ...JSON.parse(last), cpuMs, extraCpuMs })
       } catch {
         reject(new Error(`load generator exited (${code}) without a result:\n${err.slice(-2000)}`))
       }

@@ -1,8 +1,30 @@
-// Turns the per-run results into the summary: medians over rounds, the table, the ratios Tollgate ÷ plain
-// proxy, and the latency Tollgate adds over going direct.
+// Turns the per-run results into the summary: medians over rounds, the table, the ratios to the plain
+// proxy and to Tollgate without limits, and the latency each row adds over going direct.
 
-export const TARGETS = ["direct", "plain_proxy", "tollgate"]
-export const LABELS = { direct: "direct", plain_proxy: "plain proxy", tollgate: "tollgate" }
+/** Every row the bench knows, in table order. A run measures the ones its options enable. */
+export const TARGETS = [
+  "direct",
+  "plain_proxy",
+  "tollgate",
+  "tollgate_limits_memory",
+  "tollgate_limits_redis",
+  "tollgate_fallback",
+]
+export const LABELS = {
+  direct: "direct",
+  plain_proxy: "plain proxy",
+  tollgate: "tollgate",
+  tollgate_limits_memory: "tollgate+limits(memory)",
+  tollgate_limits_redis: "tollgate+limits(redis)",
+  tollgate_fallback: "tollgate fallback (529→ok)",
+}
+
+/** The measurements of a row: the fallback row has no SSE run (only JSON throughput and latency). */
+export const kindsOf = (target) =>
+  target === "tollgate_fallback" ? ["json", "latency"] : ["json", "sse", "latency"]
+
+/** The rows compared with `tollgate` (no limits) in the second table. */
+const VARIANTS = ["tollgate_limits_memory", "tollgate_limits_redis", "tollgate_fallback"]
 
 const median = (values) => {
   const present = values.filter((v) => typeof v === "number" && Number.isFinite(v)).sort((a, b) => a - b)
@@ -16,37 +38,45 @@ const addErrors = (into, errors) => {
   return into
 }
 
-/** CPU µs the server under test spent per completed response, or null (direct, or no /proc). */
-const cpuPerResponse = (run) =>
-  run.cpuMs === null || run.cpuMs === undefined || run.completed === 0
-    ? null
-    : (run.cpuMs * 1000) / run.completed
+/** CPU µs per completed response from `ms` CPU ms, or null (direct, or no /proc). */
+const perResponse = (ms, run) =>
+  ms === null || ms === undefined || run.completed === 0 ? null : (ms * 1000) / run.completed
 
 /**
- * Summarises `runs` (`{ target, kind: "json"|"sse"|"latency", result }[]`, several rounds allowed) into
- * `{ targets: { [target]: { json, sse, latency } }, ratios, addedLatencyMs, errorCount, valid }`.
+ * Summarises `runs` (`{ target, kind: "json"|"sse"|"latency", result }[]`, several rounds allowed) for
+ * the rows `enabled` into `{ targets: { [target]: { json, sse, latency } | { skipped, optional } },
+ * ratios, latencyVsTollgateMs, addedLatencyMs, errorCount, valid }`. `skipped` rows (a target that could
+ * not start or failed its smoke test) make the run not valid; `unavailable` rows (an optional tool such
+ * as redis-server is missing) are shown but do not.
  */
-export const summarise = (runs, skipped) => {
+export const summarise = (runs, { enabled, skipped, unavailable }) => {
   const targets = {}
   let errorCount = 0
-  for (const target of TARGETS) {
-    if (skipped[target] !== undefined) {
-      targets[target] = { skipped: skipped[target] }
+  for (const target of enabled) {
+    if (skipped[target] !== undefined || unavailable[target] !== undefined) {
+      targets[target] = { skipped: skipped[target] ?? unavailable[target], optional: !skipped[target] }
       continue
     }
+    const kinds = kindsOf(target)
     const of = (kind) =>
       runs.filter((run) => run.target === target && run.kind === kind).map((run) => run.result)
-    const throughput = (results) => ({
-      perSecond: median(results.map((r) => r.rate)),
-      serverCpuUsPerResponse: target === "direct" ? null : median(results.map(cpuPerResponse)),
-      eventsPerStream: median(results.map((r) => r.eventsPerStream)),
-      errors: results.reduce((acc, r) => addErrors(acc, r.errors), {}),
-      runs: results.length,
-    })
+    const throughput = (kind) => {
+      if (!kinds.includes(kind)) return null
+      const results = of(kind)
+      return {
+        perSecond: median(results.map((r) => r.rate)),
+        serverCpuUsPerResponse:
+          target === "direct" ? null : median(results.map((r) => perResponse(r.cpuMs, r))),
+        storeCpuUsPerResponse: median(results.map((r) => perResponse(r.extraCpuMs, r))),
+        eventsPerStream: median(results.map((r) => r.eventsPerStream)),
+        errors: results.reduce((acc, r) => addErrors(acc, r.errors), {}),
+        runs: results.length,
+      }
+    }
     const latency = of("latency")
     targets[target] = {
-      json: throughput(of("json")),
-      sse: throughput(of("sse")),
+      json: throughput("json"),
+      sse: throughput("sse"),
       latency: {
         p50Ms: median(latency.map((r) => r.p50Ms)),
         p99Ms: median(latency.map((r) => r.p99Ms)),
@@ -56,27 +86,52 @@ export const summarise = (runs, skipped) => {
         runs: latency.length,
       },
     }
-    for (const kind of ["json", "sse", "latency"]) {
+    for (const kind of kinds) {
       errorCount += Object.values(targets[target][kind].errors).reduce((sum, n) => sum + n, 0)
     }
   }
-  const ratio = (kind) => {
-    const t = targets.tollgate?.[kind]?.perSecond
-    const p = targets.plain_proxy?.[kind]?.perSecond
-    return typeof t === "number" && typeof p === "number" && p > 0 ? t / p : null
+  const ratio = (target, base, kind) => {
+    const t = targets[target]?.[kind]?.perSecond
+    const b = targets[base]?.[kind]?.perSecond
+    return typeof t === "number" && typeof b === "number" && b > 0 ? t / b : null
   }
-  const added = (target, q) => {
-    const a = targets[target]?.latency?.[q]
-    const d = targets.direct?.latency?.[q]
-    return typeof a === "number" && typeof d === "number" ? a - d : null
-  }
+  const diff = (a, b) => (typeof a === "number" && typeof b === "number" ? a - b : null)
+  const measured = enabled.filter((target) => targets[target]?.skipped === undefined)
+  const tollgates = measured.filter((target) => target.startsWith("tollgate"))
+  const byTarget = (list, f) => Object.fromEntries(list.map((target) => [target, f(target)]))
+  const base = targets.tollgate
   return {
     targets,
-    ratios: { tollgateOverPlainProxy: { json: ratio("json"), sse: ratio("sse") } },
-    addedLatencyMs: {
-      plain_proxy: { p50: added("plain_proxy", "p50Ms"), p99: added("plain_proxy", "p99Ms") },
-      tollgate: { p50: added("tollgate", "p50Ms"), p99: added("tollgate", "p99Ms") },
+    ratios: {
+      tollgateOverPlainProxy: {
+        json: ratio("tollgate", "plain_proxy", "json"),
+        sse: ratio("tollgate", "plain_proxy", "sse"),
+      },
+      overPlainProxy: byTarget(tollgates, (t) => ({
+        json: ratio(t, "plain_proxy", "json"),
+        sse: ratio(t, "plain_proxy", "sse"),
+      })),
+      overTollgate: byTarget(
+        tollgates.filter((t) => VARIANTS.includes(t)),
+        (t) => ({ json: ratio(t, "tollgate", "json"), sse: ratio(t, "tollgate", "sse") }),
+      ),
     },
+    latencyVsTollgateMs: byTarget(
+      tollgates.filter((t) => VARIANTS.includes(t)),
+      (t) => ({
+        p50: diff(targets[t].latency.p50Ms, base?.latency?.p50Ms),
+        p99: diff(targets[t].latency.p99Ms, base?.latency?.p99Ms),
+        cpuUsPerJson: diff(targets[t].json.serverCpuUsPerResponse, base?.json?.serverCpuUsPerResponse),
+        cpuUsPerSse: diff(targets[t].sse?.serverCpuUsPerResponse, base?.sse?.serverCpuUsPerResponse),
+      }),
+    ),
+    addedLatencyMs: byTarget(
+      measured.filter((t) => t !== "direct"),
+      (t) => ({
+        p50: diff(targets[t].latency.p50Ms, targets.direct?.latency?.p50Ms),
+        p99: diff(targets[t].latency.p99Ms, targets.direct?.latency?.p99Ms),
+      }),
+    ),
     errorCount,
     valid: errorCount === 0 && Object.keys(skipped).length === 0,
   }
@@ -86,30 +141,8 @@ const fmt = (value, digits = 0) => (typeof value === "number" ? value.toFixed(di
 const signed = (value, digits = 2) =>
   typeof value === "number" ? `${value >= 0 ? "+" : ""}${value.toFixed(digits)}` : "—"
 
-/** The human-readable report, as lines. */
-export const formatSummary = (summary, options) => {
-  const header = [
-    "",
-    "JSON req/s",
-    "SSE streams/s",
-    `p50 ms @${options.rps}`,
-    `p99 ms @${options.rps}`,
-    "CPU µs/JSON",
-    "CPU µs/SSE",
-  ]
-  const rows = TARGETS.map((target) => {
-    const t = summary.targets[target]
-    if (t.skipped !== undefined) return [LABELS[target], `skipped: ${t.skipped}`]
-    return [
-      LABELS[target],
-      fmt(t.json.perSecond),
-      fmt(t.sse.perSecond),
-      fmt(t.latency.p50Ms, 2),
-      fmt(t.latency.p99Ms, 2),
-      fmt(t.json.serverCpuUsPerResponse),
-      fmt(t.sse.serverCpuUsPerResponse),
-    ]
-  })
+/** Lines of a table: first column left-aligned, the others right-aligned; rows of length 2 are notes. */
+const table = (header, rows) => {
   const measured = rows.filter((row) => row.length > 2)
   const widths = header.map((h, i) => Math.max(h.length, ...measured.map((row) => row[i].length)))
   const line = (cells) =>
@@ -117,36 +150,123 @@ export const formatSummary = (summary, options) => {
       .map((cell, i) => (i === 0 ? cell.padEnd(widths[i]) : cell.padStart(widths[i])))
       .join("  ")
       .trimEnd()
-  const out = [
+  return [
     line(header),
     ...rows.map((row) => (row.length === 2 ? `${row[0].padEnd(widths[0])}  ${row[1]}` : line(row))),
   ]
+}
+
+/** The human-readable report, as lines. */
+export const formatSummary = (summary, options) => {
+  const shown = TARGETS.filter((target) => summary.targets[target] !== undefined)
+  const out = table(
+    [
+      "",
+      "JSON req/s",
+      "SSE streams/s",
+      `p50 ms @${options.rps}`,
+      `p99 ms @${options.rps}`,
+      "CPU µs/JSON",
+      "CPU µs/SSE",
+    ],
+    shown.map((target) => {
+      const t = summary.targets[target]
+      if (t.skipped !== undefined) return [LABELS[target], `skipped: ${t.skipped}`]
+      return [
+        LABELS[target],
+        fmt(t.json.perSecond),
+        fmt(t.sse?.perSecond),
+        fmt(t.latency.p50Ms, 2),
+        fmt(t.latency.p99Ms, 2),
+        fmt(t.json.serverCpuUsPerResponse),
+        fmt(t.sse?.serverCpuUsPerResponse),
+      ]
+    }),
+  )
+  const overProxy = summary.ratios.overPlainProxy
+  const relative = Object.keys(overProxy)
+  if (relative.length > 1) {
+    out.push("")
+    out.push(
+      "relative to plain proxy (÷proxy) and to tollgate without limits (÷tollgate, Δ = row − tollgate):",
+    )
+    out.push(
+      ...table(
+        [
+          "",
+          "JSON ÷proxy",
+          "SSE ÷proxy",
+          "JSON ÷tollgate",
+          "SSE ÷tollgate",
+          "Δp50 ms",
+          "Δp99 ms",
+          "ΔCPU µs/JSON",
+          "ΔCPU µs/SSE",
+        ],
+        relative.map((target) => {
+          const vs = summary.ratios.overTollgate[target]
+          const d = summary.latencyVsTollgateMs[target]
+          return [
+            LABELS[target],
+            fmt(overProxy[target].json, 2),
+            fmt(overProxy[target].sse, 2),
+            fmt(vs?.json, 2),
+            fmt(vs?.sse, 2),
+            signed(d?.p50),
+            signed(d?.p99),
+            signed(d?.cpuUsPerJson, 0),
+            signed(d?.cpuUsPerSse, 0),
+          ]
+        }),
+      ),
+    )
+  }
   const { json, sse } = summary.ratios.tollgateOverPlainProxy
   out.push("")
   out.push(`tollgate ÷ plain proxy throughput:  JSON ${fmt(json, 2)}   SSE ${fmt(sse, 2)}`)
-  const a = summary.addedLatencyMs
-  out.push(
-    `added latency vs direct (ms):       tollgate p50 ${signed(a.tollgate.p50)}  p99 ${signed(a.tollgate.p99)}`,
-  )
-  out.push(
-    `                                    plain proxy p50 ${signed(a.plain_proxy.p50)}  p99 ${signed(a.plain_proxy.p99)}`,
-  )
-  const events = summary.targets.direct.sse?.eventsPerStream
+  const added = summary.addedLatencyMs
+  const addedRows = Object.keys(added).sort((a, b) => TARGETS.indexOf(a) - TARGETS.indexOf(b))
+  addedRows.forEach((target, i) => {
+    const prefix = i === 0 ? "added latency vs direct (ms):" : ""
+    out.push(
+      `${prefix.padEnd(36)}${LABELS[target]} p50 ${signed(added[target].p50)}  p99 ${signed(added[target].p99)}`,
+    )
+  })
+  const redis = summary.targets.tollgate_limits_redis
+  if (redis !== undefined && redis.skipped === undefined) {
+    out.push(
+      `redis-server CPU µs/JSON ${fmt(redis.json.storeCpuUsPerResponse)}, µs/SSE ${fmt(redis.sse.storeCpuUsPerResponse)}` +
+        " (its own process: not in the CPU columns above)",
+    )
+  }
+  const overloaded = shown.filter((target) => {
+    const perSecond = summary.targets[target].json?.perSecond
+    return typeof perSecond === "number" && perSecond < options.rps * 1.2
+  })
+  if (overloaded.length > 0) {
+    out.push(
+      `warning: JSON req/s of ${overloaded.map((t) => LABELS[t]).join(", ")} is below 1.2 × ${options.rps}: ` +
+        `at ${options.rps} req/s their p50/p99 are mostly queueing; lower BENCH_RPS to compare latencies`,
+    )
+  }
+  const events = summary.targets.direct?.sse?.eventsPerStream
   if (typeof events === "number") out.push(`SSE events per stream (direct): ${events}`)
   out.push("")
   if (summary.valid) {
     out.push("no errors")
   } else {
-    const skipped = TARGETS.filter((target) => summary.targets[target].skipped !== undefined)
+    const skipped = shown.filter(
+      (t) => summary.targets[t].skipped !== undefined && !summary.targets[t].optional,
+    )
     const why = [
       ...(summary.errorCount > 0 ? [`${summary.errorCount} failed requests`] : []),
       ...skipped.map((target) => `${LABELS[target]} not measured`),
     ]
     out.push(`RUN NOT VALID: ${why.join(", ")}`)
-    for (const target of TARGETS) {
+    for (const target of shown) {
       const t = summary.targets[target]
       if (t.skipped !== undefined) continue
-      for (const kind of ["json", "sse", "latency"]) {
+      for (const kind of kindsOf(target)) {
         const errors = Object.entries(t[kind].errors)
         if (errors.length > 0) {
           out.push(`  ${LABELS[target]} ${kind}: ${errors.map(([k, n]) => `${k}×${n}`).join(", ")}`)

@@ -1,6 +1,15 @@
-// What the bench sends and the Tollgate config it runs with: one tenant with one key, an Anthropic route
-// and an OpenAI route whose only target is the fake upstream, a price table for the fake's models, a
-// memory store and a usage file in the bench's temp dir. No rate limits, no budgets.
+// What the bench sends and the Tollgate configs it runs with. Every variant has one tenant with one key
+// (the same key everywhere), an Anthropic route and an OpenAI route whose only target is the fake
+// upstream, a price table for the fake's models and a usage file of its own in the bench's temp dir.
+// The variants differ only where their row says:
+//   tollgate                 memory store, no rate limits, no budgets
+//   tollgate_limits_memory   memory store; the tenant has requests/tokens per minute limits and a hard
+//                            month budget, all far too high to ever refuse (so every request pays for
+//                            admission and settling, none is refused)
+//   tollgate_limits_redis    the same limits and budget on a Redis store
+//   tollgate_fallback        memory store, no limits; plus routes whose first target answers 529 (a second
+//                            fake) and whose second target is the normal fake, with the breaker and the
+//                            retry budget set so that every request falls back once
 import { createHash } from "node:crypto"
 import { writeFile } from "node:fs/promises"
 import { join } from "node:path"
@@ -12,43 +21,91 @@ export const UPSTREAM_KEY_ENV = "TOLLGATE_BENCH_UPSTREAM_KEY"
 export const UPSTREAM_KEY = "bench-upstream-key"
 
 const ROUTES = { anthropic: "bench-claude", openai: "bench-gpt" }
+const FALLBACK_ROUTES = { anthropic: "bench-claude-fallback", openai: "bench-gpt-fallback" }
 const UPSTREAM_MODELS = { anthropic: "fake-claude", openai: "fake-gpt" }
+const PROVIDERS = { anthropic: "fake-anthropic", openai: "fake-openai" }
 
-/** Writes `tollgate.yaml` and `pricing.yaml` into `dir` for a fake upstream at `upstreamUrl`; returns the config path. */
-export const writeTollgateConfig = async (dir, upstreamUrl) => {
+/**
+ * Limits and budget of the `+limits` variants: high enough that nothing is ever refused. A run sends at
+ * most a few thousand requests per second of ≈ 70 reserved tokens each and costs cents per thousand
+ * requests, so these are orders of magnitude away.
+ */
+export const LIMITS = { requestsPerMinute: 100_000_000, tokensPerMinute: 1_000_000_000, monthUsd: 1_000_000 }
+
+/**
+ * Breaker and retry budget of the fallback variant: the 529 target fails every attempt, so with the
+ * defaults its breaker would open after 20 attempts (and the target would be skipped, not tried) and the
+ * retry budget (10 + 0.1 × requests per minute) would run out; then requests would not fall back.
+ */
+const FALLBACK_RELIABILITY = `retry:
+  budget_ratio: 2
+breaker:
+  min_requests: 1000000000
+`
+
+const providers = (name, url) =>
+  `  ${name}-anthropic: { kind: anthropic, base_url: "${url}", api_key_env: ${UPSTREAM_KEY_ENV} }
+  ${name}-openai: { kind: openai, base_url: "${url}", api_key_env: ${UPSTREAM_KEY_ENV} }
+`
+
+/**
+ * Writes `tollgate-VARIANT.yaml` (and `pricing.yaml`) into `dir`; returns the config path.
+ * `variant` is one of the names above; `redisUrl` is for `tollgate_limits_redis`, `failingUrl` (the fake
+ * that answers 529) for `tollgate_fallback`.
+ */
+export const writeTollgateConfig = async (dir, variant, { upstreamUrl, redisUrl, failingUrl }) => {
   const sha256 = createHash("sha256").update(CLIENT_KEY).digest("hex")
+  const limited = variant === "tollgate_limits_memory" || variant === "tollgate_limits_redis"
+  const fallback = variant === "tollgate_fallback"
+  const store =
+    variant === "tollgate_limits_redis" ? `  kind: redis\n  url: ${redisUrl}\n` : "  kind: memory\n"
+  const fallbackRoutes = fallback
+    ? ["anthropic", "openai"]
+        .map(
+          (api) => `  ${FALLBACK_ROUTES[api]}:
+    api: ${api}
+    targets:
+      - { provider: failing-${api}, model: ${UPSTREAM_MODELS[api]} }
+      - { provider: ${PROVIDERS[api]}, model: ${UPSTREAM_MODELS[api]} }
+`,
+        )
+        .join("")
+    : ""
+  const tenantLimits = limited
+    ? `    limits: { requests_per_minute: ${LIMITS.requestsPerMinute}, tokens_per_minute: ${LIMITS.tokensPerMinute} }
+    budgets:
+      month: { limit_usd: ${LIMITS.monthUsd}, mode: hard }
+`
+    : ""
   const config = `server:
   listen: 127.0.0.1:0
   shutdown_grace: 1s
 store:
-  kind: memory
-usage:
-  file: usage.jsonl
+${store}usage:
+  file: usage-${variant}.jsonl
 pricing:
   file: pricing.yaml
-providers:
-  fake-anthropic: { kind: anthropic, base_url: "${upstreamUrl}", api_key_env: ${UPSTREAM_KEY_ENV} }
-  fake-openai: { kind: openai, base_url: "${upstreamUrl}", api_key_env: ${UPSTREAM_KEY_ENV} }
-routes:
+${fallback ? FALLBACK_RELIABILITY : ""}providers:
+${providers("fake", upstreamUrl)}${fallback ? providers("failing", failingUrl) : ""}routes:
   ${ROUTES.anthropic}:
     api: anthropic
     targets:
-      - { provider: fake-anthropic, model: ${UPSTREAM_MODELS.anthropic} }
+      - { provider: ${PROVIDERS.anthropic}, model: ${UPSTREAM_MODELS.anthropic} }
   ${ROUTES.openai}:
     api: openai
     targets:
-      - { provider: fake-openai, model: ${UPSTREAM_MODELS.openai} }
-tenants:
+      - { provider: ${PROVIDERS.openai}, model: ${UPSTREAM_MODELS.openai} }
+${fallbackRoutes}tenants:
   bench:
     keys:
       - { id: bench, sha256: ${sha256} }
     routes: "*"
-`
+${tenantLimits}`
   const pricing = `prices:
   - { model: ${UPSTREAM_MODELS.anthropic}, input: 3, output: 15, cache_read: 0.3, cache_write: 3.75 }
   - { model: ${UPSTREAM_MODELS.openai}, input: 2.5, output: 10, cache_read: 1.25, cache_write: 0 }
 `
-  const path = join(dir, "tollgate.yaml")
+  const path = join(dir, `tollgate-${variant}.yaml`)
   await writeFile(path, config)
   await writeFile(join(dir, "pricing.yaml"), pricing)
   return path
@@ -57,16 +114,30 @@ tenants:
 const PROMPT = "You are a benchmark. Reply with a few words about gateways, latency and throughput."
 
 /**
- * The request one load generator sends: path, headers, body, and `expect`: what a complete response
- * contains (a JSON body: its usage; a stream: its last event).
- * `api` is "anthropic" or "openai"; `via` is "tollgate" (route name, Tollgate key) or anything else
- * (upstream model name, upstream key). `stream` requests ask for `streamTokens` output tokens; the fake
- * runs with scenario `max-tokens`, so that is exactly the number of delta events.
+ * The request one load generator sends: path, headers, body, `expect`: what a complete response
+ * contains (a JSON body: its usage; a stream: its last event), and `expectHeaders`: response headers
+ * that must be present (`true`) or have an exact value, or the response does not count.
+ * `api` is "anthropic" or "openai"; `target` is the row: direct and plain_proxy send the upstream model
+ * name and key; the tollgate rows send a route name and the Tollgate key (tollgate_fallback: the fallback
+ * route, and each response must show it took 2 attempts and was served by the normal fake; the +limits
+ * rows: each response must carry the `ratelimit-limit` header, so the limits were applied). `stream`
+ * requests ask for `streamTokens` output tokens; the fake runs with scenario `max-tokens`, so that is
+ * exactly the number of delta events.
  */
-export const requestFor = ({ api, via, stream, jsonTokens, streamTokens }) => {
-  const tollgate = via === "tollgate"
+export const requestFor = ({ api, target, stream, jsonTokens, streamTokens }) => {
+  const tollgate = target.startsWith("tollgate")
   const key = tollgate ? CLIENT_KEY : UPSTREAM_KEY
-  const model = tollgate ? ROUTES[api] : UPSTREAM_MODELS[api]
+  const model = !tollgate
+    ? UPSTREAM_MODELS[api]
+    : target === "tollgate_fallback"
+      ? FALLBACK_ROUTES[api]
+      : ROUTES[api]
+  const expectHeaders =
+    target === "tollgate_fallback"
+      ? { "x-tollgate-attempts": "2", "x-tollgate-provider": PROVIDERS[api] }
+      : target.startsWith("tollgate_limits")
+        ? { "ratelimit-limit": true }
+        : {}
   const body = {
     model,
     max_tokens: stream ? streamTokens : jsonTokens,
@@ -80,6 +151,7 @@ export const requestFor = ({ api, via, stream, jsonTokens, streamTokens }) => {
       body: JSON.stringify(body),
       stream,
       expect: stream ? "message_stop" : '"output_tokens"',
+      expectHeaders,
     }
   }
   return {
@@ -88,5 +160,16 @@ export const requestFor = ({ api, via, stream, jsonTokens, streamTokens }) => {
     body: JSON.stringify(body),
     stream,
     expect: stream ? "[DONE]" : '"completion_tokens"',
+    expectHeaders,
   }
+}
+
+/** A response header problem against `expectHeaders` (`headers` as undici gives them), or undefined. */
+export const headerProblem = (expectHeaders, headers) => {
+  for (const [name, want] of Object.entries(expectHeaders ?? {})) {
+    const got = headers[name]
+    if (got === undefined) return `missing-header:${name}`
+    if (want !== true && got !== want) return `unexpected-header:${name}=${got}`
+  }
+  return undefined
 }

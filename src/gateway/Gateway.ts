@@ -1,9 +1,9 @@
-import { Cause, Context, Effect, Either, Layer, Runtime } from "effect"
+import { Cause, Context, Deferred, Duration, Effect, Either, Exit, Fiber, Layer, Runtime } from "effect"
 import { randomUUID } from "node:crypto"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { Config } from "../config/Config.js"
 import type { RouteConfig } from "../config/model.js"
-import { renderError } from "../http/errorBody.js"
+import { renderError, streamErrorEvent } from "../http/errorBody.js"
 import { Limits } from "../limits/Limits.js"
 import { OpenRequests } from "../ops/OpenRequests.js"
 import { Telemetry } from "../ops/Telemetry.js"
@@ -16,6 +16,7 @@ import { RequestContext } from "./context.js"
 import { makePriceBook, planAdmission } from "./admission.js"
 import { Deadlines } from "./Deadlines.js"
 import {
+  Draining,
   InternalError,
   InvalidRequest,
   RouteNotAllowed,
@@ -38,7 +39,12 @@ import { makeServeResponse } from "./serveResponse.js"
  */
 export class Gateway extends Context.Tag("tollgate/Gateway")<
   Gateway,
-  { readonly handle: (req: IncomingMessage, res: ServerResponse, endpoint: Endpoint) => void }
+  {
+    readonly handle: (req: IncomingMessage, res: ServerResponse, endpoint: Endpoint) => void
+    /** Graceful shutdown: see `drain` in the layer. */
+    readonly drain: (graceMs: number) => Effect.Effect<void>
+    readonly draining: () => boolean
+  }
 >() {}
 
 export const layer = Layer.effect(
@@ -153,6 +159,9 @@ export const layer = Layer.effect(
         )
       })
 
+    /** A new request while draining: 503 with `connection: close`, and its usage record. */
+    const refuse = (ctx: RequestContext, res: ServerResponse) => fail(ctx, res, new Draining())
+
     const program = (ctx: RequestContext, req: IncomingMessage, res: ServerResponse) =>
       serve(ctx, req, res).pipe(
         Effect.catchAll((error) => fail(ctx, res, error)),
@@ -168,12 +177,55 @@ export const layer = Layer.effect(
           Effect.suspend(() => {
             if (ctx.recorded) return Effect.void
             ctx.incomplete = ctx.committed
-            ctx.error ??= "client_disconnected"
+            ctx.error ??= shutdown.has(ctx) ? "shutdown" : "client_disconnected"
             if (!ctx.committed) ctx.status = 499
-            return record(ctx)
+            return Effect.zipRight(
+              record(ctx),
+              Effect.sync(() => shutdown.has(ctx) && endForShutdown(ctx, res)),
+            )
           }),
         ),
       )
+
+    /** Requests in flight: what a drain waits for. */
+    const inflight = new Map<RequestContext, Fiber.RuntimeFiber<void>>()
+    /** Requests the drain interrupted after `shutdown_grace`. */
+    const shutdown = new WeakSet<RequestContext>()
+    let draining = false
+    let idle: Deferred.Deferred<void> | undefined
+
+    /** A stream still open when the grace ran out gets the error event; any other response is cut. */
+    const endForShutdown = (ctx: RequestContext, res: ServerResponse): void => {
+      if (res.writableEnded || res.destroyed) return
+      if (ctx.committed && ctx.request?.stream === true) {
+        res.end(
+          streamErrorEvent(ctx.api, "overloaded_error", "Tollgate is shutting down; the stream was ended"),
+        )
+      } else if (ctx.committed) res.destroy()
+      else writeError(res, renderError(ctx.api, new Draining()), ctx)
+    }
+
+    /**
+     * Stops taking proxy requests (503 `overloaded_error`, `connection:
+     * close`; /readyz reports draining), lets open requests finish for up to
+     * `graceMs`, then ends the rest — streams with an error event — after
+     * their usage records are written.
+     */
+    const drain = (graceMs: number) =>
+      Effect.gen(function* () {
+        draining = true
+        if (inflight.size === 0) return
+        const done = (idle = yield* Deferred.make<void>())
+        // Finalizers run uninterruptibly: the wait must be interruptible for the timeout to end it.
+        const finished = yield* Effect.interruptible(Deferred.await(done)).pipe(
+          Effect.timeout(Duration.millis(graceMs)),
+          Effect.option,
+        )
+        if (finished._tag === "Some") return
+        const remaining = [...inflight.entries()]
+        for (const [ctx] of remaining) shutdown.add(ctx)
+        yield* Fiber.interruptAll(remaining.map(([, fiber]) => fiber))
+      })
 
     const handle = (req: IncomingMessage, res: ServerResponse, endpoint: Endpoint): void => {
       const api = endpointApi(endpoint)
@@ -187,12 +239,17 @@ export const layer = Layer.effect(
         return
       }
       const ctx = new RequestContext(randomUUID(), deadlines.now(), endpoint, api, principal)
-      const fiber = run(program(ctx, req, res))
+      const fiber = run(draining ? refuse(ctx, res) : program(ctx, req, res))
+      inflight.set(ctx, fiber)
+      fiber.addObserver(() => {
+        inflight.delete(ctx)
+        if (idle !== undefined && inflight.size === 0) Deferred.unsafeDone(idle, Exit.void)
+      })
       res.on("close", () => {
         if (!res.writableEnded) fiber.unsafeInterruptAsFork(fiber.id())
       })
     }
 
-    return { handle }
+    return { handle, drain, draining: () => draining }
   }),
 )

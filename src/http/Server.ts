@@ -48,7 +48,7 @@ export const layer = Layer.scoped(
     const gateway = yield* Gateway
     const limits = yield* Limits
     const other = yield* NodeHttpServer.makeHandler(
-      makeRouter(config, { draining: () => false, storeOk: limits.storeOk }),
+      makeRouter(config, { draining: gateway.draining, storeOk: limits.storeOk }),
     )
     const handler = (req: IncomingMessage, res: ServerResponse) => {
       const endpoint = proxyEndpoint(req.method, req.url)
@@ -65,11 +65,16 @@ export const layer = Layer.scoped(
           resume(Effect.succeed(server.address() as AddressInfo))
         })
       }),
+      // Shutdown (SIGTERM, Ctrl-C): keep answering while open requests drain — /readyz says draining and new
+      // proxy requests get 503 — then close every connection.
       () =>
-        Effect.async<void>((resume) => {
-          server.close(() => resume(Effect.void))
-          server.closeAllConnections()
-        }),
+        Effect.zipRight(
+          gateway.drain(config.server.shutdownGraceMs),
+          Effect.async<void>((resume) => {
+            server.close(() => resume(Effect.void))
+            server.closeAllConnections()
+          }),
+        ),
     )
     return { url: `http://${formatHost(address.address)}:${address.port}`, port: address.port }
   }),
