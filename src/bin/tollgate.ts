@@ -1,7 +1,8 @@
 import { ValidationError } from "@effect/cli"
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
-import { Cause, Console, Effect, Exit, Logger } from "effect"
+import { Cause, Console, Effect, Exit } from "effect"
 import { cli } from "../cli/main.js"
+import * as JsonLogs from "../ops/logger.js"
 
 /** Exit codes (SPEC): 0 ok, 1 invalid config or usage, 2 runtime failure. */
 const exitCode = (exit: Exit.Exit<unknown, unknown>): number => {
@@ -31,10 +32,12 @@ const program = cli(process.argv).pipe(
     return Console.error(`tollgate: ${Cause.pretty(cause)}`)
   }),
   Effect.provide(NodeContext.layer),
-  Effect.provide(Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.jsonLogger))),
+  Effect.provide(JsonLogs.layer),
 )
 
 NodeRuntime.runMain(program, {
   disableErrorReporting: true,
+  // Logs go through the JSON logger provided above, not runMain's pretty console logger as well.
+  disablePrettyLogger: true,
   teardown: (exit, onExit) => onExit(exitCode(exit)),
 })

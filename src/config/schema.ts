@@ -69,10 +69,13 @@ export const RetrySection = Schema.Struct({
   budgetRatio: withDefault(NonNegativeNumber, "budget_ratio", 0.1),
 }).annotations(mapping)
 
-/** A route's `retry:` override: any subset of {@link RetrySection}. */
+/**
+ * A route's `retry:` override: `max_attempts` only. The retry budget is
+ * process-wide (ADR 0008), so a per-route `budget_ratio` would be silently
+ * ignored; it is an unknown key instead.
+ */
 export const RetryOverride = Schema.Struct({
   maxAttempts: optionalKey(PositiveInt, "max_attempts"),
-  budgetRatio: optionalKey(NonNegativeNumber, "budget_ratio"),
 }).annotations(mapping)
 
 /** `breaker:` — `min_requests` 20, `failure_ratio` 0.5, `open_for` 30s. */

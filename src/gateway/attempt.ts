@@ -1,4 +1,5 @@
 import { Data, Effect } from "effect"
+import { EventEmitter } from "node:events"
 import type { IncomingHttpHeaders } from "node:http"
 import type { Dispatcher } from "undici"
 import type { ApiFormat, TimeoutsConfig } from "../config/model.js"
@@ -77,7 +78,9 @@ export const sendAttempt = (
   api: ApiFormat,
 ): Effect.Effect<AttemptResponse, AttemptFailed> =>
   Effect.async<AttemptResponse, AttemptFailed>((resume) => {
-    const controller = new AbortController()
+    // An EventEmitter is a signal undici accepts; an AbortController allocates an EventTarget per attempt
+    // and a DOMException with a stack on abort.
+    const signal = new EventEmitter()
     let settled = false
     let body: Body | undefined
     const now = deadlines.now()
@@ -90,7 +93,7 @@ export const sendAttempt = (
       if (settled) return
       deadlines.unregister(deadline)
       if (body !== undefined) closeBody(body)
-      else controller.abort()
+      else signal.emit("abort")
       settle(Effect.fail(failure))
     }
     const deadline: Deadline = {
@@ -109,7 +112,7 @@ export const sendAttempt = (
         method: "POST",
         headers: upstream.headers,
         body: upstream.body,
-        signal: controller.signal,
+        signal,
         highWaterMark,
       },
       (error, data) => {
@@ -175,6 +178,6 @@ export const sendAttempt = (
       settled = true
       deadlines.unregister(deadline)
       if (body !== undefined) closeBody(body)
-      else controller.abort()
+      else signal.emit("abort")
     })
   })

@@ -133,8 +133,20 @@ export interface StoreService {
 
 export class Store extends Context.Tag("tollgate/Store")<Store, StoreService>() {}
 
-/** The UTC calendar month of `now`, `YYYY-MM`. */
-export const monthOf = (now: number): string => new Date(now).toISOString().slice(0, 7)
+let cachedMonth = ""
+let cachedFrom = 0
+let cachedUntil = -1
+
+/** The UTC calendar month of `now`, `YYYY-MM` (the last month's bounds are cached: this runs per request). */
+export const monthOf = (now: number): string => {
+  if (now >= cachedFrom && now < cachedUntil) return cachedMonth
+  const date = new Date(now)
+  const month = date.toISOString().slice(0, 7)
+  cachedFrom = Date.UTC(date.getUTCFullYear(), date.getUTCMonth(), 1)
+  cachedUntil = Date.UTC(date.getUTCFullYear(), date.getUTCMonth() + 1, 1)
+  cachedMonth = month
+  return month
+}
 
 /** The sliding-window estimate for the last 60 seconds (ADR 0004). */
 export const estimate = (w: { current: number; previous: number; elapsed: number }): number =>

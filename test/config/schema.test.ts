@@ -279,6 +279,15 @@ describe("defaults", () => {
 })
 
 describe("per-route overrides", () => {
+  it.effect("a route may not set budget_ratio: the retry budget is process-wide", () =>
+    Effect.gen(function* () {
+      const raw = patch(baseConfig(), ["routes", "claude", "retry"], { max_attempts: 4, budget_ratio: 0.5 })
+      const problems = yield* problemsOf(raw)
+      assert.strictEqual(problems.length, 1)
+      assert.match(problems[0]!, /^routes\.claude\.retry\.budget_ratio: unknown key/)
+    }),
+  )
+
   it.effect("merge over the global retry and timeouts", () =>
     Effect.gen(function* () {
       let raw = patch(baseConfig(), ["retry"], { max_attempts: 5, budget_ratio: 0.2 })

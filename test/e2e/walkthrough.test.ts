@@ -27,7 +27,8 @@ interface Walkthrough {
 }
 
 const must = <T>(value: T | null | undefined, what: string): T => {
-  if (value === null || value === undefined) throw new Error(`docs/reliability.md "Repeat a failure": no ${what}`)
+  if (value === null || value === undefined)
+    throw new Error(`docs/reliability.md "Repeat a failure": no ${what}`)
   return value
 }
 
@@ -37,13 +38,21 @@ const words = (line: string): Array<string> => line.trim().split(/\s+/)
 const readWalkthrough = (): Walkthrough => {
   const text = readFileSync(DOC, "utf8")
   const start = text.indexOf("\n## Repeat a failure")
-  const section = text.slice(must(start >= 0 ? start : undefined, "section"), text.indexOf("\n## ", start + 1))
+  const end = text.indexOf("\n## ", start + 1)
+  const section = text.slice(must(start >= 0 ? start : undefined, "section"), end === -1 ? undefined : end)
   const keysCreate = words(must(/\.\/bin\/tollgate (keys create .+)$/m.exec(section), "keys create line")[1]!)
   const fakes = [...section.matchAll(/^\s*\.\/bin\/fakeprovider (.+)$/gm)].map((m) => words(m[1]!))
   const serveLine = must(/^\s*((?:\w+=\S+ )*)\.\/bin\/tollgate (serve .+)$/m.exec(section), "serve line")
-  const serveEnv = Object.fromEntries(words(serveLine[1]!).filter(Boolean).map((kv) => kv.split("=", 2)))
+  const serveEnv = Object.fromEntries(
+    words(serveLine[1]!)
+      .filter(Boolean)
+      .map((kv) => kv.split("=", 2)),
+  )
   const config = must(/```yaml\n([\s\S]*?)```/.exec(section), "yaml block")[1]!
-  const curlText = must(/^\s*curl -i ([\s\S]*?)\n\s*```/m.exec(section), "curl block")[1]!.replace(/\\\n/g, " ")
+  const curlText = must(/^\s*curl -i ([\s\S]*?)\n\s*```/m.exec(section), "curl block")[1]!.replace(
+    /\\\n/g,
+    " ",
+  )
   const headers = Object.fromEntries(
     [...curlText.matchAll(/-H "([^"]+)"/g)].map((m) => {
       const at = m[1]!.indexOf(":")
@@ -76,7 +85,7 @@ describe("docs/reliability.md: Repeat a failure", () => {
 
   beforeAll(async () => {
     // The page runs everything from the repository root (the price table is config/pricing.yaml there).
-    process.chdir(ROOT)
+    if (process.cwd() !== ROOT) process.chdir(ROOT)
     const created = await runBinary(TOLLGATE, page.keysCreate)
     expect(created.code).toBe(0)
     secret = must(/tg_[0-9A-Za-z]{32}/.exec(created.stdout)?.[0], "secret printed by keys create")
@@ -105,13 +114,16 @@ describe("docs/reliability.md: Repeat a failure", () => {
   })
 
   afterAll(async () => {
-    await Promise.all(running.map((process) => process.stop("SIGTERM")))
+    await Promise.all(running.map((binary) => binary.stop("SIGTERM")))
   })
 
   const send = (extra: Record<string, string> = {}) => {
     const path = new URL(page.curl.url).pathname
     const headers = Object.fromEntries(
-      Object.entries(page.curl.headers).map(([name, value]) => [name, value.replace("$TOLLGATE_KEY", secret)]),
+      Object.entries(page.curl.headers).map(([name, value]) => [
+        name,
+        value.replace("$TOLLGATE_KEY", secret),
+      ]),
     )
     return fetch(`${gateway.url}${path}`, {
       method: "POST",
