@@ -5,6 +5,7 @@ import { Config } from "../config/Config.js"
 import type { RouteConfig } from "../config/model.js"
 import { renderError, streamErrorEvent } from "../http/errorBody.js"
 import { Limits } from "../limits/Limits.js"
+import { logRequest } from "../ops/logger.js"
 import { OpenRequests } from "../ops/OpenRequests.js"
 import { Telemetry } from "../ops/Telemetry.js"
 import { UsageLog } from "../meter/UsageLog.js"
@@ -16,6 +17,7 @@ import { RequestContext } from "./context.js"
 import { makePriceBook, planAdmission } from "./admission.js"
 import { Deadlines } from "./Deadlines.js"
 import {
+  BodyTooLarge,
   Draining,
   InternalError,
   InvalidRequest,
@@ -24,7 +26,7 @@ import {
   Unauthenticated,
   type GatewayError,
 } from "./errors.js"
-import { parseRequest, readBody } from "./parse.js"
+import { collectBody, parseRequest } from "./parse.js"
 import { endpointApi, type Endpoint, type ParsedRequest } from "./request.js"
 import { writeError } from "./respond.js"
 import { makeRunRoute } from "./runRoute.js"
@@ -68,9 +70,10 @@ export const layer = Layer.effect(
       Effect.suspend(() => {
         if (ctx.recorded) return Effect.void
         ctx.recorded = true
-        const append = Effect.suspend(() => usageLog.append(ctx.toRecord(deadlines.now()))).pipe(
-          Effect.zipRight(Effect.sync(() => telemetry.requestDone(ctx))),
-        )
+        const append = Effect.suspend(() => {
+          const line = ctx.toRecord(deadlines.now())
+          return Effect.zipRight(usageLog.append(line), logRequest(line))
+        }).pipe(Effect.zipRight(Effect.sync(() => telemetry.requestDone(ctx))))
         const admission = ctx.admission
         if (admission === undefined) return append
         openRequests.done(ctx)
@@ -115,9 +118,10 @@ export const layer = Layer.effect(
       ctx: RequestContext,
       req: IncomingMessage,
       res: ServerResponse,
+      body: Buffer | BodyTooLarge | InvalidRequest,
     ) {
-      const raw = yield* readBody(req, config.server.maxBodyBytes)
-      const request = parseRequest(ctx.endpoint, raw, req.headers)
+      if (!Buffer.isBuffer(body)) return yield* body
+      const request = parseRequest(ctx.endpoint, body, req.headers)
       if (request instanceof InvalidRequest) return yield* request
       ctx.request = request
       const route = yield* resolveRoute(ctx, request)
@@ -162,17 +166,24 @@ export const layer = Layer.effect(
     /** A new request while draining: 503 with `connection: close`, and its usage record. */
     const refuse = (ctx: RequestContext, res: ServerResponse) => fail(ctx, res, new Draining())
 
-    const program = (ctx: RequestContext, req: IncomingMessage, res: ServerResponse) =>
-      serve(ctx, req, res).pipe(
-        Effect.catchAll((error) => fail(ctx, res, error)),
-        Effect.catchAllCause((cause) =>
-          Effect.zipRight(
+    const program = (
+      ctx: RequestContext,
+      req: IncomingMessage,
+      res: ServerResponse,
+      body: Buffer | BodyTooLarge | InvalidRequest,
+    ) =>
+      serve(ctx, req, res, body).pipe(
+        // One handler for expected errors and defects (interruption skips it and runs the finalizer below).
+        Effect.catchAllCause((cause) => {
+          const failure = Cause.failureOption(cause)
+          if (failure._tag === "Some") return fail(ctx, res, failure.value)
+          return Effect.zipRight(
             Effect.logError("request failed inside Tollgate", Cause.pretty(cause)).pipe(
               Effect.annotateLogs("request_id", ctx.requestId),
             ),
             fail(ctx, res, new InternalError({ message: "internal error" })),
-          ),
-        ),
+          )
+        }),
         Effect.ensuring(
           Effect.suspend(() => {
             if (ctx.recorded) return Effect.void
@@ -239,7 +250,13 @@ export const layer = Layer.effect(
         return
       }
       const ctx = new RequestContext(randomUUID(), deadlines.now(), endpoint, api, principal)
-      const fiber = run(draining ? refuse(ctx, res) : program(ctx, req, res))
+      if (draining) return start(ctx, res, refuse(ctx, res))
+      collectBody(req, config.server.maxBodyBytes, (body) => start(ctx, res, program(ctx, req, res, body)))
+    }
+
+    /** Forks the request's fiber: tracked for the drain, interrupted when the client goes away. */
+    const start = (ctx: RequestContext, res: ServerResponse, effect: Effect.Effect<void>): void => {
+      const fiber = run(effect)
       inflight.set(ctx, fiber)
       fiber.addObserver(() => {
         inflight.delete(ctx)

@@ -26,6 +26,8 @@ export class RequestContext {
   status = 0
   /** The client response has started (headers and first byte written): no retry or fallback any more. */
   committed = false
+  /** Epoch ms of the commit (0 until then): with `upstreamMs`, Tollgate's own share of the time to first byte. */
+  committedMs = 0
   usage: UsageAcc = makeUsageAcc()
   /** Estimated input tokens of the request (ADR 0003). */
   inputEstimate = 0

@@ -1,49 +1,50 @@
-import { Effect } from "effect"
 import type { IncomingHttpHeaders, IncomingMessage } from "node:http"
 import { BodyTooLarge, InvalidRequest } from "./errors.js"
 import type { Endpoint, ParsedRequest } from "./request.js"
 
-/** Reads the whole request body, failing with BodyTooLarge past `limit` bytes (checked against content-length first). */
-export const readBody = (
+/**
+ * Reads the whole request body with plain callbacks (before the request's
+ * fiber starts: one `Effect.async` fewer per request), answering with
+ * BodyTooLarge past `limit` bytes (content-length is checked first), or
+ * InvalidRequest when the body cannot be read (the client went away).
+ */
+export const collectBody = (
   req: IncomingMessage,
   limit: number,
-): Effect.Effect<Buffer, BodyTooLarge | InvalidRequest> =>
-  Effect.async((resume) => {
-    const declared = req.headers["content-length"]
-    if (declared !== undefined && Number(declared) > limit) {
+  done: (body: Buffer | BodyTooLarge | InvalidRequest) => void,
+): void => {
+  const declared = req.headers["content-length"]
+  if (declared !== undefined && Number(declared) > limit) {
+    req.resume()
+    return done(new BodyTooLarge({ limitBytes: limit }))
+  }
+  const chunks: Array<Buffer> = []
+  let size = 0
+  let finished = false
+  const finish = (result: Buffer | BodyTooLarge | InvalidRequest) => {
+    if (finished) return
+    finished = true
+    req.off("data", onData)
+    req.off("end", onEnd)
+    req.off("error", onFailure)
+    req.off("aborted", onFailure)
+    done(result)
+  }
+  const onData = (chunk: Buffer) => {
+    size += chunk.length
+    if (size > limit) {
       req.resume()
-      return resume(Effect.fail(new BodyTooLarge({ limitBytes: limit })))
+      return finish(new BodyTooLarge({ limitBytes: limit }))
     }
-    const chunks: Array<Buffer> = []
-    let size = 0
-    const cleanup = () => {
-      req.off("data", onData)
-      req.off("end", onEnd)
-      req.off("error", onError)
-    }
-    const onData = (chunk: Buffer) => {
-      size += chunk.length
-      if (size > limit) {
-        cleanup()
-        req.resume()
-        resume(Effect.fail(new BodyTooLarge({ limitBytes: limit })))
-        return
-      }
-      chunks.push(chunk)
-    }
-    const onEnd = () => {
-      cleanup()
-      resume(Effect.succeed(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)))
-    }
-    const onError = () => {
-      cleanup()
-      resume(Effect.fail(new InvalidRequest({ message: "the request body could not be read" })))
-    }
-    req.on("data", onData)
-    req.on("end", onEnd)
-    req.on("error", onError)
-    return Effect.sync(cleanup)
-  })
+    chunks.push(chunk)
+  }
+  const onEnd = () => finish(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size))
+  const onFailure = () => finish(new InvalidRequest({ message: "the request body could not be read" }))
+  req.on("data", onData)
+  req.on("end", onEnd)
+  req.on("error", onFailure)
+  req.on("aborted", onFailure)
+}
 
 const header = (headers: IncomingHttpHeaders, name: string): string | undefined => {
   const value = headers[name]

@@ -97,6 +97,7 @@ export const makeServeResponse = (
     }
     res.writeHead(response.status, relayHeaders(ctx, response.headers, deadlines.now()))
     ctx.committed = true
+    ctx.committedMs = deadlines.now()
     if (meter !== undefined) telemetry.streamOpened()
     let end: RelayEnd | Cutoff = yield* relay(deadlines, response, res, observe)
     while (end._tag === "Paused" && cutoff !== undefined) {
