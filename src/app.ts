@@ -1,4 +1,6 @@
 import { Layer } from "effect"
+import * as AdminApi from "./admin/AdminApi.js"
+import * as UsageIndex from "./admin/UsageIndex.js"
 import { Config } from "./config/Config.js"
 import type { TollgateConfig } from "./config/model.js"
 import * as Deadlines from "./gateway/Deadlines.js"
@@ -13,7 +15,8 @@ import { layerMemory } from "./limits/memoryStore.js"
 import { layerRedis } from "./limits/redisStore.js"
 import type { Store } from "./limits/Store.js"
 import * as OpenRequests from "./ops/OpenRequests.js"
-import { layerNoop as layerNoopTelemetry, type Telemetry } from "./ops/Telemetry.js"
+import * as Metrics from "./ops/Metrics.js"
+import type { Telemetry } from "./ops/Telemetry.js"
 
 /**
  * The whole gateway for one decoded config: every layer, composed once.
@@ -32,15 +35,19 @@ export const appLayer = (
     (config.store.kind === "redis"
       ? layerRedis(config.store.url)
       : layerMemory({ usageFile: config.usageFile }))
-  const telemetry = overrides.telemetry ?? layerNoopTelemetry
+  const telemetry = overrides.telemetry ?? Metrics.layerTelemetry
   const base = Layer.mergeAll(
     Providers.layer,
     Deadlines.layer,
-    Breakers.layer,
     RetryBudget.layer,
-    UsageLog.layer(config.usageFile),
-    Limits.layer.pipe(Layer.provide(store)),
-    OpenRequests.layer,
-  ).pipe(Layer.provideMerge(telemetry), Layer.provideMerge(Config.layerFrom(config)))
-  return Server.layer.pipe(Layer.provide(Gateway.layer), Layer.provide(base))
+    UsageIndex.withIndex(UsageLog.layer(config.usageFile)),
+    Limits.layer.pipe(Layer.provideMerge(store)),
+  ).pipe(
+    Layer.provideMerge(UsageIndex.layer(config.usageFile)),
+    Layer.provideMerge(telemetry),
+    Layer.provideMerge(Metrics.layer),
+    Layer.provideMerge(Layer.merge(Breakers.layer, OpenRequests.layer)),
+    Layer.provideMerge(Config.layerFrom(config)),
+  )
+  return Server.layer.pipe(Layer.provide(Layer.merge(Gateway.layer, AdminApi.layer)), Layer.provide(base))
 }

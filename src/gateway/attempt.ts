@@ -117,7 +117,8 @@ export const sendAttempt = (
       },
       (error, data) => {
         if (settled) {
-          if (data !== undefined) closeBody(data.body)
+          // Already given up on; undici may still call back (with an error, and no body).
+          if (error === null && data?.body !== undefined) closeBody(data.body)
           return
         }
         if (error !== null) return fail(failureOf(error))

@@ -3,6 +3,7 @@ import { Context, Data, Effect, Layer } from "effect"
 import { createServer, type IncomingMessage, type Server as NodeServer, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import { Config } from "../config/Config.js"
+import { AdminApi } from "../admin/AdminApi.js"
 import { Gateway } from "../gateway/Gateway.js"
 import { Limits } from "../limits/Limits.js"
 import type { Endpoint } from "../gateway/request.js"
@@ -47,8 +48,9 @@ export const layer = Layer.scoped(
     const config = yield* Config
     const gateway = yield* Gateway
     const limits = yield* Limits
+    const admin = yield* AdminApi
     const other = yield* NodeHttpServer.makeHandler(
-      makeRouter(config, { draining: gateway.draining, storeOk: limits.storeOk }),
+      makeRouter(config, { draining: gateway.draining, storeOk: limits.storeOk }, admin.router),
     )
     const handler = (req: IncomingMessage, res: ServerResponse) => {
       const endpoint = proxyEndpoint(req.method, req.url)

@@ -3,6 +3,7 @@ import { Effect } from "effect"
 import type { TollgateConfig } from "../config/model.js"
 import { makeAuthenticator } from "../gateway/auth.js"
 import { RouteNotFound, Unauthenticated } from "../gateway/errors.js"
+import { Metrics } from "../ops/Metrics.js"
 import { renderError } from "./errorBody.js"
 
 /**
@@ -55,13 +56,23 @@ const models = (config: TollgateConfig) => {
   })
 }
 
+/** The Prometheus exposition of this gateway (src/ops/Metrics.ts). */
+const metrics = Effect.flatMap(Metrics, ({ scrape, contentType }) =>
+  Effect.map(scrape, (text) => HttpServerResponse.text(text, { contentType })),
+)
+
 /** Readiness as reported by the parts that can be unready (the store, draining). */
 export interface Readiness {
   readonly draining: () => boolean
   readonly storeOk: () => boolean
 }
 
-export const makeRouter = (config: TollgateConfig, readiness: Readiness) =>
+/** `admin`: the admin API's routes (src/admin; empty when admin is off). */
+export const makeRouter = (
+  config: TollgateConfig,
+  readiness: Readiness,
+  admin: HttpRouter.HttpRouter = HttpRouter.empty,
+) =>
   HttpRouter.empty.pipe(
     HttpRouter.get("/healthz", HttpServerResponse.json({ status: "ok" })),
     HttpRouter.get(
@@ -73,6 +84,8 @@ export const makeRouter = (config: TollgateConfig, readiness: Readiness) =>
       ),
     ),
     HttpRouter.get("/v1/models", models(config)),
+    HttpRouter.get("/metrics", metrics),
+    HttpRouter.concat(admin),
     Effect.catchTag("RouteNotFound", () =>
       Effect.succeed(errorResponse("openai", new RouteNotFound({ message: "no such endpoint" }))),
     ),

@@ -1,4 +1,4 @@
-import { ConfigProvider, Context, Effect, Exit, Layer, Scope } from "effect"
+import { ConfigProvider, Context, Effect, Exit, Layer, Logger, LogLevel, Scope } from "effect"
 import { mkdtempSync, readFileSync, existsSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -50,6 +50,10 @@ export interface HarnessOptions {
   /** The raw config; receives the fake URLs and the key hash. Default: one anthropic and one openai route on fake 0. */
   readonly config?: (fakes: ReadonlyArray<string>, keyHash: string, dir: string) => Record<string, unknown>
   readonly prices?: unknown
+  /** Least level the gateway logs at (default Warning: the per-request info lines stay out of test output). */
+  readonly logLevel?: LogLevel.LogLevel
+  /** Extra env vars seen by the gateway's Effect `Config` (e.g. the admin token). */
+  readonly env?: Readonly<Record<string, string>>
 }
 
 /** A single tenant `acme` (key `ci`) that may use every route; routes `claude` and `gpt` on the first fake. */
@@ -67,8 +71,11 @@ export const defaultConfig = (fakes: ReadonlyArray<string>, keyHash: string, dir
   tenants: { acme: { keys: [{ id: "ci", sha256: keyHash }], routes: "*" } },
 })
 
-const withEnv = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  Effect.withConfigProvider(effect, ConfigProvider.fromMap(new Map([[UPSTREAM_KEY_ENV, UPSTREAM_KEY]])))
+const withEnv = <A, E, R>(effect: Effect.Effect<A, E, R>, extra: Readonly<Record<string, string>> = {}) =>
+  Effect.withConfigProvider(
+    effect,
+    ConfigProvider.fromMap(new Map([[UPSTREAM_KEY_ENV, UPSTREAM_KEY], ...Object.entries(extra)])),
+  )
 
 /** Starts fake providers and an in-process gateway on a free port. */
 export const startHarness = async (options: HarnessOptions = {}): Promise<Harness> => {
@@ -93,7 +100,11 @@ export const startHarness = async (options: HarnessOptions = {}): Promise<Harnes
   )
   const scope = Effect.runSync(Scope.make())
   const layer = appLayer(config, options.store === undefined ? {} : { store: options.store })
-  const context = await Effect.runPromise(withEnv(Layer.buildWithScope(layer, scope)))
+  const context = await Effect.runPromise(
+    withEnv(Layer.buildWithScope(layer, scope), options.env).pipe(
+      Logger.withMinimumLogLevel(options.logLevel ?? LogLevel.Warning),
+    ),
+  )
   const server = Context.get(context, Server)
   return {
     url: server.url,

@@ -1,0 +1,144 @@
+import { HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { Clock, Context, Effect, Either, Layer, Option } from "effect"
+import { Config } from "../config/Config.js"
+import { Store } from "../limits/Store.js"
+import { OpenRequests } from "../ops/OpenRequests.js"
+import { Breakers } from "../reliability/Breakers.js"
+import { makeAdminAuth, readAdminToken, WWW_AUTHENTICATE, type AdminAuth } from "./auth.js"
+import { parseUsageQuery } from "./params.js"
+import { tenantView } from "./tenants.js"
+import { UsageIndex } from "./UsageIndex.js"
+import type { TenantConfig } from "../config/model.js"
+
+/**
+ * The admin API (`/admin/*`, SPEC "HTTP API"): tenants, usage totals and
+ * breakers, behind the bearer token of `admin.token_env`. When that variable
+ * is unset or empty the router is empty, so `/admin/*` answers the same 404
+ * as any unknown path.
+ */
+export class AdminApi extends Context.Tag("tollgate/AdminApi")<
+  AdminApi,
+  {
+    /** Routes to mount into the non-proxy router; empty when admin is off. */
+    readonly router: HttpRouter.HttpRouter
+  }
+>() {}
+
+const NO_STORE = { "cache-control": "no-store" }
+
+const json = (body: unknown, status = 200) =>
+  HttpServerResponse.unsafeJson(body, { status, headers: NO_STORE })
+
+/** An admin error: `{"error":{"type":…,"message":…}}` (plus `param` for a bad query parameter). */
+const failure = (status: number, type: string, message: string, extra: Record<string, string> = {}) =>
+  json({ error: { type, message, ...extra } }, status)
+
+const iso = (ms: number): string | null => (ms === 0 ? null : new Date(ms).toISOString())
+
+const makeHandlers = Effect.gen(function* () {
+  const config = yield* Config
+  const store = yield* Store
+  const openRequests = yield* OpenRequests
+  const breakers = yield* Breakers
+  const index = yield* UsageIndex
+
+  const view = (tenant: TenantConfig, now: number) =>
+    store.tenantState(tenant.name, now).pipe(
+      Effect.map((state) => tenantView(tenant, state, openRequests.bound(tenant.name), now)),
+      Effect.catchAll((error) =>
+        Effect.succeed(tenantView(tenant, error.message, openRequests.bound(tenant.name), now)),
+      ),
+    )
+
+  const tenants = Effect.gen(function* () {
+    const now = yield* Clock.currentTimeMillis
+    const views = yield* Effect.forEach(config.tenants.values(), (tenant) => view(tenant, now), {
+      concurrency: 16,
+    })
+    return json({ tenants: views })
+  })
+
+  const tenant = Effect.gen(function* () {
+    const { name } = yield* HttpRouter.params
+    const found = name === undefined ? undefined : config.tenants.get(name)
+    if (found === undefined)
+      return failure(404, "not_found_error", `no tenant ${JSON.stringify(name ?? "")} in the config`)
+    return json(yield* view(found, yield* Clock.currentTimeMillis))
+  })
+
+  const usage = Effect.gen(function* () {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const parsed = parseUsageQuery(new URL(request.url, "http://admin").searchParams)
+    if (Either.isLeft(parsed)) {
+      return failure(400, "invalid_request_error", parsed.left.message, { param: parsed.left.param })
+    }
+    const query = parsed.right
+    const result = yield* index.query(query)
+    return json({
+      tenant: query.tenant ?? null,
+      since: query.since === undefined ? null : new Date(query.since).toISOString(),
+      until: query.until === undefined ? null : new Date(query.until).toISOString(),
+      group_by: query.groupBy ?? null,
+      totals: result.totals,
+      ...(result.groups === undefined ? {} : { groups: result.groups }),
+    })
+  })
+
+  const breakerList = Effect.sync(() =>
+    json({
+      breakers: breakers.view().map((b) => ({
+        provider: b.provider,
+        model: b.model,
+        region: b.region === "" ? null : b.region,
+        state: b.state,
+        failure_ratio: b.failureRatio,
+        attempts: b.attempts,
+        testable_at: iso(b.testableAt),
+        cooldown_until: iso(b.cooldownUntil),
+      })),
+    }),
+  )
+
+  return { tenants, tenant, usage, breakerList }
+})
+
+const guarded =
+  (auth: AdminAuth) =>
+  <E, R>(handler: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
+    Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+      auth.check(request.headers)
+        ? handler
+        : Effect.succeed(
+            HttpServerResponse.unsafeJson(
+              { error: { type: "authentication_error", message: "missing or wrong admin bearer token" } },
+              { status: 401, headers: { ...NO_STORE, "www-authenticate": WWW_AUTHENTICATE } },
+            ),
+          ),
+    )
+
+/**
+ * The admin API. The token is read from the env var named by
+ * `admin.token_env` through Effect's `Config` when the layer is built, and
+ * never logged.
+ */
+export const layer = Layer.effect(
+  AdminApi,
+  Effect.gen(function* () {
+    const config = yield* Config
+    const token = yield* readAdminToken(config.admin.tokenEnv)
+    if (Option.isNone(token)) {
+      yield* Effect.logInfo("admin API off").pipe(Effect.annotateLogs("token_env", config.admin.tokenEnv))
+      return { router: HttpRouter.empty }
+    }
+    const guard = guarded(makeAdminAuth(token.value))
+    const handlers = yield* makeHandlers
+    return {
+      router: HttpRouter.empty.pipe(
+        HttpRouter.get("/admin/tenants", guard(handlers.tenants)),
+        HttpRouter.get("/admin/tenants/:name", guard(handlers.tenant)),
+        HttpRouter.get("/admin/usage", guard(handlers.usage)),
+        HttpRouter.get("/admin/breakers", guard(handlers.breakerList)),
+      ),
+    }
+  }),
+)

@@ -1,0 +1,110 @@
+/**
+ * The query string of `GET /admin/usage`: `tenant`, `since`, `until`
+ * (ISO-8601; since inclusive, until exclusive) and `group_by`.
+ */
+import { Data, Either } from "effect"
+import { GROUP_BY, type GroupBy, type UsageQuery } from "./query.js"
+
+/** A parameter of `/admin/usage` is malformed (400). */
+export class InvalidUsageQuery extends Data.TaggedError("InvalidUsageQuery")<{
+  /** The parameter at fault. */
+  readonly param: string
+  readonly message: string
+}> {}
+
+const PARAMS = ["tenant", "since", "until", "group_by"]
+
+// Date, or date-time with seconds optional, any number of fraction digits and a required zone
+// (Z or ±hh:mm; a "+" sent unencoded in a query string arrives as a space and is read as "+").
+const ISO =
+  /^(\d{4})-(\d{2})-(\d{2})(?:[Tt](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?(?:([Zz])|([+\- ])(\d{2}):(\d{2})))?$/
+
+/**
+ * Epoch ms of an ISO-8601 time, rounded up to the next whole millisecond
+ * when it has finer digits (records carry whole ms, so `ts >= since` and
+ * `ts < until` stay exact). Undefined when `text` is not a valid time.
+ */
+export const parseInstant = (text: string): number | undefined => {
+  const m = ISO.exec(text)
+  if (m === null) return undefined
+  const [year, month, day, hour, minute, second] = [1, 2, 3, 4, 5, 6].map((i) => Number(m[i] ?? "0")) as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+  ]
+  if (month < 1 || month > 12 || hour > 23 || minute > 59 || second > 59) return undefined
+  const fraction = m[7] ?? ""
+  const ms = Number(fraction.slice(0, 3).padEnd(3, "0"))
+  const finer = /[1-9]/.test(fraction.slice(3)) ? 1 : 0
+  const date = new Date(0)
+  date.setUTCFullYear(year, month - 1, day)
+  if (date.getUTCDate() !== day) return undefined
+  date.setUTCHours(hour, minute, second, ms)
+  let offsetMinutes = 0
+  if (m[9] !== undefined) {
+    const hours = Number(m[10])
+    const minutes = Number(m[11])
+    if (hours > 23 || minutes > 59) return undefined
+    offsetMinutes = (m[9] === "-" ? -1 : 1) * (hours * 60 + minutes)
+  }
+  return date.getTime() - offsetMinutes * 60_000 + finer
+}
+
+const instant = (
+  params: URLSearchParams,
+  name: "since" | "until",
+): Either.Either<number | undefined, InvalidUsageQuery> => {
+  const text = params.get(name)
+  if (text === null || text === "") return Either.right(undefined)
+  const ms = parseInstant(text)
+  return ms === undefined
+    ? Either.left(
+        new InvalidUsageQuery({
+          param: name,
+          message: `${name}: not an ISO-8601 date or time with a zone: ${JSON.stringify(text)} (e.g. 2026-12-02 or 2026-12-02T10:00:00Z)`,
+        }),
+      )
+    : Either.right(ms)
+}
+
+/** The query of a `/admin/usage` request; empty parameters count as absent. */
+export const parseUsageQuery = (params: URLSearchParams): Either.Either<UsageQuery, InvalidUsageQuery> =>
+  Either.gen(function* () {
+    for (const name of new Set(params.keys())) {
+      if (!PARAMS.includes(name)) {
+        return yield* Either.left(
+          new InvalidUsageQuery({
+            param: name,
+            message: `unknown parameter ${JSON.stringify(name)}; expected ${PARAMS.join(", ")}`,
+          }),
+        )
+      }
+      if (params.getAll(name).length > 1)
+        return yield* Either.left(
+          new InvalidUsageQuery({ param: name, message: `${name}: given more than once` }),
+        )
+    }
+    const groupText = params.get("group_by") ?? ""
+    if (groupText !== "" && !GROUP_BY.includes(groupText as GroupBy)) {
+      return yield* Either.left(
+        new InvalidUsageQuery({
+          param: "group_by",
+          message: `group_by: unknown grouping ${JSON.stringify(groupText)}; expected one of ${GROUP_BY.join(", ")}`,
+        }),
+      )
+    }
+    const since = yield* instant(params, "since")
+    const until = yield* instant(params, "until")
+    if (since !== undefined && until !== undefined && since > until)
+      return yield* Either.left(new InvalidUsageQuery({ param: "since", message: "since is after until" }))
+    const tenant = params.get("tenant") ?? ""
+    return {
+      tenant: tenant === "" ? undefined : tenant,
+      since,
+      until,
+      groupBy: groupText === "" ? undefined : (groupText as GroupBy),
+    }
+  })

@@ -1,0 +1,184 @@
+import { Context, Effect, Layer } from "effect"
+import { collectDefaultMetrics, Registry } from "prom-client"
+import { Config } from "../config/Config.js"
+import type { RequestContext } from "../gateway/context.js"
+import { Breakers, type BreakerView } from "../reliability/Breakers.js"
+import { cache1, cache2, cache3, CounterCells, type CounterCell } from "./cells.js"
+import { BREAKER_STATE_VALUE, makeInstruments } from "./instruments.js"
+import { OpenRequests, type OverspendBound } from "./OpenRequests.js"
+import { Telemetry, type AttemptResult, type TelemetryService } from "./Telemetry.js"
+
+/** This gateway's Prometheus metrics (GET /metrics). */
+export interface MetricsService {
+  /** The request-path hooks that feed the metrics (the default `Telemetry`). */
+  readonly telemetry: TelemetryService
+  /**
+   * The exposition text: this gateway's `tollgate_*` metrics (scrape-time
+   * gauges read from the breakers and open requests first), then the
+   * process metrics (`tollgate_process_*`, `tollgate_nodejs_*`).
+   */
+  readonly scrape: Effect.Effect<string>
+  /** The content type of the exposition text (Prometheus text format 0.0.4). */
+  readonly contentType: string
+}
+
+export class Metrics extends Context.Tag("tollgate/Metrics")<Metrics, MetricsService>() {}
+
+/** What the metrics read at scrape time. */
+export interface MetricsDeps {
+  /** Configured tenant names: their counters show up at 0 before their first request. */
+  readonly tenants: ReadonlyArray<string>
+  readonly breakers: () => ReadonlyArray<BreakerView>
+  readonly overspend: (tenant: string) => OverspendBound
+  /** Current epoch ms (the clock the request path uses for `startMs`). */
+  readonly now: () => number
+}
+
+let processRegistry: Registry | undefined
+
+/** CPU, memory, event-loop lag and GC are per process, not per gateway: one registry, made on first use. */
+const processMetrics = (): Registry => {
+  if (processRegistry === undefined) {
+    processRegistry = new Registry()
+    collectDefaultMetrics({ register: processRegistry, prefix: "tollgate_" })
+  }
+  return processRegistry
+}
+
+interface TenantCells {
+  readonly spend: CounterCell
+  readonly tokens: readonly [CounterCell, CounterCell, CounterCell, CounterCell]
+  readonly rateLimited: CounterCell
+  readonly budgetRefused: CounterCell
+  readonly cutoff: CounterCell
+}
+
+/** Builds one registry and the hooks that feed it. */
+export const make = (deps: MetricsDeps): MetricsService => {
+  const registry = new Registry()
+  const m = makeInstruments(registry)
+  const counters = {
+    requests: new CounterCells(m.requests),
+    attempts: new CounterCells(m.attempts),
+    extraAttempts: new CounterCells(m.extraAttempts),
+    retryBudgetRefusals: new CounterCells(m.retryBudgetRefusals),
+    rateLimitRefusals: new CounterCells(m.rateLimitRefusals),
+    budgetRefusals: new CounterCells(m.budgetRefusals),
+    budgetCutoffs: new CounterCells(m.budgetCutoffs),
+    spend: new CounterCells(m.spend),
+    tokens: new CounterCells(m.tokens),
+    storeErrors: new CounterCells(m.storeErrors),
+  }
+  const requestCell = cache3((route: string, provider: string, status: number) =>
+    counters.requests.add({ route, provider, status: String(status) }),
+  )
+  const attemptCell = cache3((provider: string, model: string, result: AttemptResult) =>
+    counters.attempts.add({ provider, model, result }),
+  )
+  const latency = cache2((provider: string, model: string) => m.upstreamLatency.labels(provider, model))
+  const retries = counters.extraAttempts.add({ kind: "retry" })
+  const fallbacks = counters.extraAttempts.add({ kind: "fallback" })
+  const retryBudgetRefused = counters.retryBudgetRefusals.add({})
+  const storeErrors = counters.storeErrors.add({})
+  const tenantCells = cache1((tenant: string): TenantCells => ({
+    spend: counters.spend.add({ tenant }),
+    tokens: [
+      counters.tokens.add({ tenant, kind: "input" }),
+      counters.tokens.add({ tenant, kind: "output" }),
+      counters.tokens.add({ tenant, kind: "cache_read" }),
+      counters.tokens.add({ tenant, kind: "cache_write" }),
+    ],
+    rateLimited: counters.rateLimitRefusals.add({ tenant }),
+    budgetRefused: counters.budgetRefusals.add({ tenant }),
+    cutoff: counters.budgetCutoffs.add({ tenant }),
+  }))
+  for (const tenant of deps.tenants) tenantCells(tenant)
+  let openStreams = 0
+
+  const requestDone = (ctx: RequestContext): void => {
+    requestCell(ctx.route?.name ?? "", ctx.target?.provider ?? "", ctx.status).inc()
+    const tenant = tenantCells(ctx.principal.tenant.name)
+    tenant.spend.inc(ctx.cost())
+    const usage = ctx.usage
+    tenant.tokens[0].inc(usage.inputTokens)
+    tenant.tokens[1].inc(usage.outputTokens)
+    tenant.tokens[2].inc(usage.cacheReadTokens)
+    tenant.tokens[3].inc(usage.cacheWriteTokens)
+    // Refusals carry the error's tag (Gateway `fail`); the stream cutoff sets its own code.
+    if (ctx.error === "RateLimited") tenant.rateLimited.inc()
+    else if (ctx.error === "BudgetExceeded") tenant.budgetRefused.inc()
+    else if (ctx.error === "budget_exceeded") tenant.cutoff.inc()
+    // Until the commit for relayed responses (what follows is the upstream's pace); until now otherwise.
+    const end = ctx.committed && ctx.committedMs > 0 ? ctx.committedMs : deps.now()
+    m.overhead.observe(Math.max(0, end - ctx.startMs - ctx.upstreamMs) / 1000)
+  }
+
+  const telemetry: TelemetryService = {
+    requestDone,
+    attempt: (provider, model, result, ms) => {
+      attemptCell(provider, model, result).inc()
+      latency(provider, model).observe(ms / 1000)
+    },
+    nextAttempt: (kind) => (kind === "retry" ? retries : fallbacks).inc(),
+    retryBudgetRefused: () => retryBudgetRefused.inc(),
+    storeError: () => storeErrors.inc(),
+    streamOpened: () => {
+      openStreams++
+    },
+    streamClosed: () => {
+      openStreams--
+    },
+  }
+
+  /** Moves the counted cells into prom-client and reads the scrape-time gauges. */
+  const refresh = (): void => {
+    for (const cells of Object.values(counters)) cells.sync()
+    m.openStreams.set(openStreams)
+    m.breakerState.reset()
+    m.breakerFailureRatio.reset()
+    let cooling = 0
+    for (const b of deps.breakers()) {
+      const labels = { provider: b.provider, model: b.model }
+      m.breakerState.set(labels, BREAKER_STATE_VALUE[b.state])
+      m.breakerFailureRatio.set(labels, b.failureRatio)
+      if (b.cooldownUntil > 0) cooling++
+    }
+    m.cooldowns.set(cooling)
+    for (const tenant of deps.tenants) {
+      const bound = deps.overspend(tenant)
+      m.openRequests.set({ tenant }, bound.open)
+      m.overspendBound.set({ tenant }, bound.microUsd)
+      m.unboundedRequests.set({ tenant }, bound.unbounded)
+    }
+  }
+
+  const scrape = Effect.suspend(() => {
+    refresh()
+    return Effect.promise(() => Promise.all([registry.metrics(), processMetrics().metrics()]))
+  }).pipe(Effect.map(([own, process]) => own + process))
+
+  return { telemetry, scrape, contentType: registry.contentType }
+}
+
+/** The metrics of one gateway; needs the config (tenants), the breakers and the open requests. */
+export const layer: Layer.Layer<Metrics, never, Config | Breakers | OpenRequests> = Layer.effect(
+  Metrics,
+  Effect.gen(function* () {
+    const config = yield* Config
+    const breakers = yield* Breakers
+    const openRequests = yield* OpenRequests
+    const clock = yield* Effect.clock
+    return make({
+      tenants: [...config.tenants.keys()],
+      breakers: breakers.view,
+      overspend: openRequests.bound,
+      now: () => clock.unsafeCurrentTimeMillis(),
+    })
+  }),
+)
+
+/** `Telemetry` that feeds the metrics (what `appLayer` provides unless a test overrides it). */
+export const layerTelemetry: Layer.Layer<Telemetry, never, Metrics> = Layer.effect(
+  Telemetry,
+  Effect.map(Metrics, (metrics) => metrics.telemetry),
+)

@@ -1,0 +1,138 @@
+import { Counter, Gauge, Histogram, type Registry } from "prom-client"
+
+/**
+ * Every Tollgate metric, registered in one gateway's own registry (never
+ * prom-client's global one: tests run several gateways in one process).
+ * docs/operations-metrics.md documents each name, type and label.
+ */
+
+/** Upstream latency buckets, seconds: first-token times of LLM APIs run from ~0.2 s to tens of seconds. */
+export const UPSTREAM_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120]
+
+/** Tollgate-added latency buckets, seconds (the clock has 1 ms resolution, so 0 lands in the first). */
+export const OVERHEAD_BUCKETS = [0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1]
+
+/** The numeric value of `tollgate_breaker_state`. */
+export const BREAKER_STATE_VALUE = { closed: 0, half_open: 1, open: 2 } as const
+
+/** The token kinds of `tollgate_tokens_total`, as in the usage record. */
+export const TOKEN_KINDS = ["input", "output", "cache_read", "cache_write"] as const
+
+export const makeInstruments = (registry: Registry) => {
+  const registers = [registry]
+  return {
+    requests: new Counter({
+      name: "tollgate_requests_total",
+      help: "Authenticated proxy requests, by route, serving provider and the status sent to the client.",
+      labelNames: ["route", "provider", "status"] as const,
+      registers,
+    }),
+    attempts: new Counter({
+      name: "tollgate_upstream_attempts_total",
+      help: "Requests sent upstream, by provider, model and what the result means for the breaker.",
+      labelNames: ["provider", "model", "result"] as const,
+      registers,
+    }),
+    extraAttempts: new Counter({
+      name: "tollgate_extra_attempts_total",
+      help: "Attempts after the first of a request: the same target again (retry) or the next one (fallback).",
+      labelNames: ["kind"] as const,
+      registers,
+    }),
+    retryBudgetRefusals: new Counter({
+      name: "tollgate_retry_budget_refusals_total",
+      help: "Extra attempts the retry budget refused.",
+      registers,
+    }),
+    rateLimitRefusals: new Counter({
+      name: "tollgate_rate_limit_refusals_total",
+      help: "Requests refused with 429 by a tenant rate limit.",
+      labelNames: ["tenant"] as const,
+      registers,
+    }),
+    budgetRefusals: new Counter({
+      name: "tollgate_budget_refusals_total",
+      help: "Requests refused with 402 by a hard budget.",
+      labelNames: ["tenant"] as const,
+      registers,
+    }),
+    budgetCutoffs: new Counter({
+      name: "tollgate_budget_cutoffs_total",
+      help: "Streams stopped by the hard-budget cutoff after their first byte.",
+      labelNames: ["tenant"] as const,
+      registers,
+    }),
+    spend: new Counter({
+      name: "tollgate_spend_micro_usd_total",
+      help: "Charged cost in micro-USD (1 USD = 1,000,000), as in the usage records.",
+      labelNames: ["tenant"] as const,
+      registers,
+    }),
+    tokens: new Counter({
+      name: "tollgate_tokens_total",
+      help: "Tokens metered, as in the usage records, by tenant and kind.",
+      labelNames: ["tenant", "kind"] as const,
+      registers,
+    }),
+    storeErrors: new Counter({
+      name: "tollgate_store_errors_total",
+      help: "Limit store operations that failed (the gateway then uses local limits for 5 s).",
+      registers,
+    }),
+    upstreamLatency: new Histogram({
+      name: "tollgate_upstream_latency_seconds",
+      help: "Time from sending an attempt to its response (status for errors, first content for 2xx).",
+      labelNames: ["provider", "model"] as const,
+      buckets: UPSTREAM_BUCKETS,
+      registers,
+    }),
+    overhead: new Histogram({
+      name: "tollgate_overhead_seconds",
+      help: "Latency Tollgate added to a request: time to the first response byte not spent waiting upstream.",
+      buckets: OVERHEAD_BUCKETS,
+      registers,
+    }),
+    openStreams: new Gauge({
+      name: "tollgate_open_streams",
+      help: "Event streams being relayed to clients now.",
+      registers,
+    }),
+    breakerState: new Gauge({
+      name: "tollgate_breaker_state",
+      help: "Circuit breaker state per target: 0 closed, 1 half-open, 2 open.",
+      labelNames: ["provider", "model"] as const,
+      registers,
+    }),
+    breakerFailureRatio: new Gauge({
+      name: "tollgate_breaker_failure_ratio",
+      help: "Failed share of the attempts a closed breaker counted in the recent minute.",
+      labelNames: ["provider", "model"] as const,
+      registers,
+    }),
+    cooldowns: new Gauge({
+      name: "tollgate_cooldowns_active",
+      help: "Targets skipped now because of an upstream retry-after.",
+      registers,
+    }),
+    openRequests: new Gauge({
+      name: "tollgate_open_requests",
+      help: "Admitted requests not yet settled, by tenant.",
+      labelNames: ["tenant"] as const,
+      registers,
+    }),
+    overspendBound: new Gauge({
+      name: "tollgate_overspend_bound_micro_usd",
+      help: "Worst-case budget overspend of the open requests with an output limit, micro-USD, by tenant.",
+      labelNames: ["tenant"] as const,
+      registers,
+    }),
+    unboundedRequests: new Gauge({
+      name: "tollgate_open_requests_unbounded",
+      help: "Open requests without an output limit (their overspend has no bound), by tenant.",
+      labelNames: ["tenant"] as const,
+      registers,
+    }),
+  }
+}
+
+export type Instruments = ReturnType<typeof makeInstruments>

@@ -1,0 +1,261 @@
+import * as fs from "node:fs"
+import { Cause, Duration, Effect, HashMap, Inspectable, Layer, List, Logger } from "effect"
+import type { UsageRecord } from "../meter/record.js"
+
+/**
+ * Structured logs: one JSON object per line on stderr —
+ * `{"ts":"…","level":"info","message":"…", …annotations}`. Lines written in
+ * one event-loop turn leave in one write on the next turn, so logging never
+ * costs a synchronous write per line on the request path.
+ */
+
+/** Where the lines go. */
+export interface LineTarget {
+  /** Writes `chunk`; `done` runs once it was handed to the OS (or failed). */
+  readonly write: (chunk: string, done: () => void) => void
+  /** Bytes accepted but not yet handed to the OS. */
+  readonly backlog: () => number
+  readonly close: () => void
+}
+
+/** Largest backlog before new lines are dropped (a stderr nobody reads must not grow memory without end), bytes. */
+export const MAX_BACKLOG_BYTES = 8 * 1024 * 1024
+
+/** Longest wait for queued lines at shutdown. */
+export const CLOSE_WAIT = Duration.seconds(2)
+
+const ignore = () => {}
+
+/** stderr as a `LineTarget`. */
+export const stderrTarget = (): LineTarget => {
+  let isFile = false
+  try {
+    isFile = fs.fstatSync(2).isFile()
+  } catch {
+    // no stderr to inspect: use process.stderr
+  }
+  if (isFile) {
+    // A file: fs writes run on the thread pool, so a slow disk never blocks the event loop.
+    const stream = fs.createWriteStream("/dev/stderr", { fd: 2, autoClose: false })
+    stream.on("error", ignore)
+    return {
+      write: (chunk, done) => void stream.write(chunk, () => done()),
+      backlog: () => stream.writableLength,
+      close: () => stream.off("error", ignore),
+    }
+  }
+  // A pipe, socket or terminal: Node makes a pipe non-blocking once process.stderr exists, so fs writes
+  // would fail with EAGAIN when it is full; process.stderr writes what the pipe takes and queues the rest.
+  const stderr = process.stderr
+  stderr.on("error", ignore)
+  return {
+    write: (chunk, done) => void stderr.write(chunk, () => done()),
+    backlog: () => stderr.writableLength,
+    close: () => stderr.off("error", ignore),
+  }
+}
+
+/** Collects lines and writes them once per event-loop turn. */
+export const makeLineWriter = (target: LineTarget) => {
+  let buffer = ""
+  let lines = 0
+  let dropped = 0
+  let scheduled = false
+  let closed = false
+  let inFlight = 0
+  let idle: Array<() => void> = []
+
+  const written = () => {
+    inFlight--
+    if (inFlight > 0 || buffer !== "") return
+    const waiting = idle
+    idle = []
+    for (const resume of waiting) resume()
+  }
+
+  const flush = () => {
+    scheduled = false
+    if (buffer === "") return
+    const chunk = buffer
+    buffer = ""
+    if (target.backlog() > MAX_BACKLOG_BYTES) {
+      dropped += lines
+      lines = 0
+      return
+    }
+    lines = 0
+    inFlight++
+    target.write(chunk, written)
+  }
+
+  return {
+    /** Queues one line (ending in "\n"); after `close`, writes it at once. */
+    write: (line: string): void => {
+      if (closed) return target.write(line, ignore)
+      buffer += line
+      lines++
+      if (!scheduled) {
+        scheduled = true
+        setImmediate(flush)
+      }
+    },
+    /** Lines dropped since the last call because stderr was not being read. */
+    takeDropped: (): number => {
+      const n = dropped
+      dropped = 0
+      return n
+    },
+    /**
+     * Writes what is queued and waits until every write was handed to the OS,
+     * at most `CLOSE_WAIT` (a stderr nobody reads must not hold up the exit);
+     * later lines go out unbuffered.
+     */
+    close: Effect.async<void>((resume) => {
+      closed = true
+      flush()
+      if (inFlight === 0) return resume(Effect.void)
+      idle.push(() => resume(Effect.void))
+    }).pipe(Effect.timeout(CLOSE_WAIT), Effect.ignore, Effect.ensuring(Effect.sync(target.close))),
+  }
+}
+
+export type LineWriter = ReturnType<typeof makeLineWriter>
+
+const RESERVED = new Set(["ts", "level", "message"])
+
+const isPlainObject = (u: unknown): u is Record<string, unknown> => {
+  if (typeof u !== "object" || u === null) return false
+  const proto: unknown = Object.getPrototypeOf(u)
+  return proto === Object.prototype || proto === null
+}
+
+const fieldValue = (value: unknown): unknown => {
+  switch (typeof value) {
+    case "string":
+    case "number":
+    case "boolean":
+    case "undefined":
+      return value
+    case "bigint":
+    case "symbol":
+    case "function":
+      return String(value)
+    default:
+      return value === null ? null : Inspectable.toJSON(value)
+  }
+}
+
+const setField = (line: Record<string, unknown>, key: string, value: unknown): void => {
+  line[RESERVED.has(key) ? `${key}_` : key] = fieldValue(value)
+}
+
+const textOf = (part: unknown): string => {
+  if (typeof part === "string") return part
+  if (part instanceof Error) return `${part.name}: ${part.message}`
+  return Inspectable.toStringUnknown(fieldValue(part), 0)
+}
+
+const stringify = (line: Record<string, unknown>): string => {
+  try {
+    return JSON.stringify(line)
+  } catch {
+    return JSON.stringify({ ts: line.ts, level: line.level, message: line.message, fields: "unserializable" })
+  }
+}
+
+let lastMs = Number.NaN
+let lastIso = ""
+/** ISO time, reusing the last string within the same millisecond (lines come in bursts). */
+const isoTime = (date: Date): string => {
+  const ms = date.getTime()
+  if (ms !== lastMs) {
+    lastMs = ms
+    lastIso = date.toISOString()
+  }
+  return lastIso
+}
+
+/**
+ * One log entry as a JSON line: `ts`, `level`, `message`, then the fields —
+ * the annotations, and the keys of any plain object among the message parts
+ * (`Effect.logInfo("request", { status: 200 })`: fields without the cost of
+ * `annotateLogs`, whose `FiberRef` scoping is ~5 µs). Fields never replace
+ * ts/level/message (they get a trailing `_`). A cause adds `cause`, log spans `spans`.
+ */
+export const formatLine = (options: Logger.Logger.Options<unknown>): string => {
+  const line: Record<string, unknown> = {
+    ts: isoTime(options.date),
+    level: options.logLevel.label.toLowerCase(),
+    message: "",
+  }
+  const { message } = options
+  let text = ""
+  for (const part of Array.isArray(message) ? message : [message]) {
+    if (isPlainObject(part)) {
+      for (const key in part) setField(line, key, part[key])
+    } else {
+      text = text === "" ? textOf(part) : `${text} ${textOf(part)}`
+    }
+  }
+  line.message = text
+  if (HashMap.size(options.annotations) > 0) {
+    for (const [key, value] of options.annotations) setField(line, key, value)
+  }
+  if (!Cause.isEmpty(options.cause)) line.cause = Cause.pretty(options.cause, { renderErrorCause: true })
+  if (List.isCons(options.spans)) {
+    const spans: Record<string, number> = {}
+    const now = options.date.getTime()
+    for (const span of options.spans) spans[span.label] = now - span.startTime
+    line.spans = spans
+  }
+  return stringify(line) + "\n"
+}
+
+/** A logger that writes JSON lines to `writer`, noting lines dropped while stderr was not read. */
+export const makeJsonLogger = (writer: Pick<LineWriter, "write" | "takeDropped">) =>
+  Logger.make<unknown, void>((options) => {
+    const dropped = writer.takeDropped()
+    if (dropped > 0) {
+      writer.write(
+        stringify({
+          ts: options.date.toISOString(),
+          level: "warn",
+          message: "log lines dropped: stderr was not being read",
+          dropped,
+        }) + "\n",
+      )
+    }
+    writer.write(formatLine(options))
+  })
+
+/** Replaces the default logger with JSON lines on stderr; closing the layer flushes them. */
+export const layer: Layer.Layer<never> = Layer.unwrapScoped(
+  Effect.map(
+    Effect.acquireRelease(
+      Effect.sync(() => makeLineWriter(stderrTarget())),
+      (writer) => writer.close,
+    ),
+    (writer) => Logger.replace(Logger.defaultLogger, makeJsonLogger(writer)),
+  ),
+)
+
+/**
+ * The one info line per request, from its usage record: ids, route, target,
+ * attempts, status, duration and cost — never a key, a token or a prompt.
+ * The fields ride in the message (see `formatLine`), not in `annotateLogs`:
+ * this runs once per request.
+ */
+export const logRequest = (record: UsageRecord): Effect.Effect<void> =>
+  Effect.logInfo("request", {
+    request_id: record.request_id,
+    tenant: record.tenant,
+    key_id: record.key_id,
+    route: record.route,
+    provider: record.provider,
+    model: record.model,
+    attempts: record.attempts,
+    status: record.status,
+    duration_ms: record.duration_ms,
+    cost_micro_usd: record.cost_micro_usd,
+    error: record.error,
+  })

@@ -1,0 +1,81 @@
+import { writeFileSync } from "node:fs"
+import { encodeRecord, type UsageRecord } from "../../src/meter/record.js"
+
+/** Shared helpers of the admin tests. */
+
+export const ADMIN_TOKEN = "admin-secret-for-tests"
+export const ADMIN_ENV = "TG_TEST_ADMIN_TOKEN"
+
+/** A usage record with the fields that the index reads set from `fields`, the rest plausible. */
+export const usageRecord = (fields: Partial<UsageRecord> & { readonly ts: string }): UsageRecord => ({
+  request_id: `req-${fields.ts}`,
+  tenant: "acme",
+  key_id: "ci",
+  route: "claude",
+  endpoint: "/v1/messages",
+  stream: false,
+  provider: "anthropic",
+  model: "claude-sonnet-5-5",
+  attempts: 1,
+  status: 200,
+  input_tokens: 10,
+  output_tokens: 5,
+  cache_read_tokens: 0,
+  cache_write_tokens: 0,
+  reserved_micro_usd: 100,
+  cost_micro_usd: 80,
+  usage_estimated: false,
+  incomplete: false,
+  session: null,
+  duration_ms: 12,
+  error: null,
+  ...fields,
+})
+
+/** Writes `records` as a usage file (one JSON line each). */
+export const writeUsageFile = (file: string, records: ReadonlyArray<UsageRecord>): void => {
+  writeFileSync(file, records.map(encodeRecord).join(""))
+}
+
+export interface Totals {
+  readonly requests: number
+  readonly input_tokens: number
+  readonly output_tokens: number
+  readonly cache_read_tokens: number
+  readonly cache_write_tokens: number
+  readonly cost_micro_usd: number
+}
+
+/** The totals that `/admin/usage` should report for `records`, summed the slow way. */
+export const sumRecords = (records: ReadonlyArray<UsageRecord>): Totals => ({
+  requests: records.length,
+  input_tokens: records.reduce((s, r) => s + r.input_tokens, 0),
+  output_tokens: records.reduce((s, r) => s + r.output_tokens, 0),
+  cache_read_tokens: records.reduce((s, r) => s + r.cache_read_tokens, 0),
+  cache_write_tokens: records.reduce((s, r) => s + r.cache_write_tokens, 0),
+  cost_micro_usd: records.reduce((s, r) => s + r.cost_micro_usd, 0),
+})
+
+/** `records` grouped by `key` and summed, as `/admin/usage` lists groups (sorted by key, null last). */
+export const groupRecords = (
+  records: ReadonlyArray<UsageRecord>,
+  key: (r: UsageRecord) => string | null,
+): Array<Totals & { key: string | null }> => {
+  const groups = new Map<string | null, Array<UsageRecord>>()
+  for (const r of records) groups.set(key(r), [...(groups.get(key(r)) ?? []), r])
+  return [...groups]
+    .map(([k, rs]) => ({ key: k, ...sumRecords(rs) }))
+    .sort((a, b) => (a.key === b.key ? 0 : a.key === null ? 1 : b.key === null ? -1 : a.key < b.key ? -1 : 1))
+}
+
+/** GET `path` on the gateway with the admin token (or `token`, or none when null). */
+export const adminGet = async (
+  url: string,
+  path: string,
+  token: string | null = ADMIN_TOKEN,
+): Promise<{ status: number; body: unknown; headers: Headers }> => {
+  const response = await fetch(`${url}${path}`, {
+    headers: token === null ? {} : { authorization: `Bearer ${token}` },
+  })
+  return { status: response.status, body: await response.json(), headers: response.headers }
+}
