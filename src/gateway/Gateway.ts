@@ -24,6 +24,7 @@ import {
   RouteNotAllowed,
   RouteNotFound,
   Unauthenticated,
+  errorCode,
   type GatewayError,
 } from "./errors.js"
 import { collectBody, parseRequest } from "./parse.js"
@@ -156,7 +157,7 @@ export const layer = Layer.effect(
           return record(ctx)
         }
         ctx.status = rendered.status
-        ctx.error ??= error._tag
+        ctx.error ??= errorCode(error)
         return Effect.zipRight(
           record(ctx),
           Effect.sync(() => writeError(res, rendered, ctx)),

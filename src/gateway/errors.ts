@@ -96,3 +96,31 @@ export class StoreUnavailable extends Schema.TaggedError<StoreUnavailable>()("St
     return "the limit store is unavailable and this tenant has a hard budget; retry shortly"
   }
 }
+
+/** The `error` code a usage record carries for an error Tollgate answered itself (snake_case, stable). */
+export const errorCode = (error: GatewayError): string => {
+  switch (error._tag) {
+    case "RateLimited":
+      return "rate_limited"
+    case "BudgetExceeded":
+      return "budget_exceeded"
+    case "StoreUnavailable":
+      return "store_unavailable"
+    case "Unauthenticated":
+      return "unauthenticated"
+    case "RouteNotAllowed":
+      return "route_not_allowed"
+    case "RouteNotFound":
+      return "route_not_found"
+    case "InvalidRequest":
+      return "invalid_request"
+    case "BodyTooLarge":
+      return "request_too_large"
+    case "Draining":
+      return "draining"
+    case "NoUpstreamResponse":
+      return error.retryAfterSeconds === undefined ? "no_upstream_response" : "all_targets_blocked"
+    case "InternalError":
+      return "internal_error"
+  }
+}

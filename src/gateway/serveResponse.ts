@@ -75,6 +75,8 @@ export const makeServeResponse = (
   ) {
     ctx.status = response.status
     const ok = response.status >= 200 && response.status < 300
+    // An upstream error sent on unchanged: the record says so.
+    if (!ok) ctx.error ??= `upstream_status_${response.status}`
     const meter = response.meter
     let json: JsonCollector | undefined
     let observe = noObserver

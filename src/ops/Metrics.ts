@@ -104,10 +104,12 @@ export const make = (deps: MetricsDeps): MetricsService => {
     tenant.tokens[1].inc(usage.outputTokens)
     tenant.tokens[2].inc(usage.cacheReadTokens)
     tenant.tokens[3].inc(usage.cacheWriteTokens)
-    // Refusals carry the error's tag (Gateway `fail`); the stream cutoff sets its own code.
-    if (ctx.error === "RateLimited") tenant.rateLimited.inc()
-    else if (ctx.error === "BudgetExceeded") tenant.budgetRefused.inc()
-    else if (ctx.error === "budget_exceeded") tenant.cutoff.inc()
+    // Refusals are answered before any upstream byte (402/429); the stream cutoff ends a committed 200.
+    if (ctx.error === "rate_limited") tenant.rateLimited.inc()
+    else if (ctx.error === "budget_exceeded") {
+      if (ctx.committed) tenant.cutoff.inc()
+      else tenant.budgetRefused.inc()
+    }
     // Until the commit for relayed responses (what follows is the upstream's pace); until now otherwise.
     const end = ctx.committed && ctx.committedMs > 0 ? ctx.committedMs : deps.now()
     m.overhead.observe(Math.max(0, end - ctx.startMs - ctx.upstreamMs) / 1000)

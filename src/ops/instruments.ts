@@ -3,7 +3,7 @@ import { Counter, Gauge, Histogram, type Registry } from "prom-client"
 /**
  * Every Tollgate metric, registered in one gateway's own registry (never
  * prom-client's global one: tests run several gateways in one process).
- * docs/operations-metrics.md documents each name, type and label.
+ * docs/operations.md documents each name, type and label.
  */
 
 /** Upstream latency buckets, seconds: first-token times of LLM APIs run from ~0.2 s to tens of seconds. */

@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from "node:fs"
+import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -231,12 +231,7 @@ describe("GET /metrics after scripted traffic", () => {
     const exported = [...text.matchAll(/^# TYPE (tollgate_\w+) (\w+)$/gm)]
       .map(([, name, type]) => `${name} ${type}`)
       .filter((entry) => !/^tollgate_(process|nodejs)_/.test(entry))
-    // The metrics section may live in its own page or be merged into docs/operations.md.
-    const docs = ["docs/operations-metrics.md", "docs/operations.md"]
-      .map((file) => join(ROOT, file))
-      .filter((file) => existsSync(file))
-      .map((file) => readFileSync(file, "utf8"))
-      .join("\n")
+    const docs = readFileSync(join(ROOT, "docs/operations.md"), "utf8")
     const documented = [...docs.matchAll(/^\|\s*`(tollgate_\w+)`\s*\|\s*(\w+)\s*\|/gm)].map(
       ([, name, type]) => `${name} ${type}`,
     )
