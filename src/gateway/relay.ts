@@ -5,7 +5,8 @@ import type { Deadlines, TimeoutKind } from "./Deadlines.js"
 
 /** How a committed relay ended. Client disconnects are not here: they interrupt the request fiber. */
 export type RelayEnd =
-  | { readonly _tag: "Complete" }
+  /** `last`: with `holdLast`, the final chunk, not yet written (the caller ends the response with it). */
+  | { readonly _tag: "Complete"; readonly last?: Buffer }
   /** The upstream failed after the first byte: a timeout, a reset, or a body the meter rejected. */
   | { readonly _tag: "UpstreamFailed"; readonly reason: string }
   /** The client did not take data for `timeouts.idle` (a slow client, not the upstream's fault). */
@@ -36,16 +37,24 @@ const endOfTimeout = (kind: TimeoutKind): RelayEnd =>
  * one 32 KiB buffer is full). Plain callbacks per chunk; one `Effect.async`
  * for the whole body. The response is not ended here: the caller writes the
  * usage record first.
+ *
+ * `holdLast` (for bodies that are not event streams) keeps each chunk until
+ * the next one arrives, so the last one goes out with the end of the
+ * response — headers, body and chunked terminator in one write for the
+ * usual one-chunk JSON body, instead of a second syscall after the usage
+ * record. A client of a JSON body waits for all of it anyway.
  */
 export const relay = (
   deadlines: Deadlines["Type"],
   response: AttemptResponse,
   res: ServerResponse,
   observe: Observer,
+  holdLast = false,
 ): Effect.Effect<RelayEnd> =>
   Effect.async<RelayEnd>((resume) => {
     const { body, deadline } = response
     let done = false
+    let held: Buffer | undefined
     const stop = (destroy: boolean, keepOpen = false): boolean => {
       if (done) return false
       done = true
@@ -60,9 +69,14 @@ export const relay = (
     const finish = (end: RelayEnd, destroy: boolean) => {
       if (stop(destroy)) resume(Effect.succeed(end))
     }
-    const write = (chunk: Buffer, observed: boolean): boolean => {
-      const more = res.write(chunk)
-      const reason = observed ? undefined : observe(chunk)
+    const write = (arrived: Buffer, observed: boolean): boolean => {
+      let chunk: Buffer | undefined = arrived
+      if (holdLast) {
+        chunk = held
+        held = arrived
+      }
+      const more = chunk === undefined || res.write(chunk)
+      const reason = observed ? undefined : observe(arrived)
       if (reason === PAUSE) {
         body.pause()
         if (stop(false, true)) resume(Effect.succeed(PAUSED))
@@ -87,7 +101,8 @@ export const relay = (
       deadline.lastActivity = deadlines.now()
       if (!done) body.resume()
     }
-    const onEnd = () => finish(COMPLETE, false)
+    const complete = (): RelayEnd => (held === undefined ? COMPLETE : { _tag: "Complete", last: held })
+    const onEnd = () => finish(complete(), false)
     const onError = (error: Error & { code?: string }) =>
       finish({ _tag: "UpstreamFailed", reason: `connection_failed: ${error.code ?? error.message}` }, true)
 
@@ -96,7 +111,7 @@ export const relay = (
     for (const chunk of response.pending) if (!write(chunk, true)) return
     response.pending.length = 0
     // The body may have ended or failed between the attempt's first chunk and now (events nobody listened to).
-    if (response.ended || body.readableEnded) return finish(COMPLETE, false)
+    if (response.ended || body.readableEnded) return finish(complete(), false)
     if (body.errored !== null) return onError(body.errored)
     body.on("data", onData)
     body.on("end", onEnd)

@@ -101,7 +101,7 @@ export const makeServeResponse = (
     ctx.committed = true
     ctx.committedMs = deadlines.now()
     if (meter !== undefined) telemetry.streamOpened()
-    let end: RelayEnd | Cutoff = yield* relay(deadlines, response, res, observe)
+    let end: RelayEnd | Cutoff = yield* relay(deadlines, response, res, observe, meter === undefined)
     while (end._tag === "Paused" && cutoff !== undefined) {
       const extended = yield* limits.extend(ctx.admission!, Math.max(cutoff.needed(), ctx.targetEstimate, 1))
       if (extended !== "extended") {
@@ -167,7 +167,8 @@ export const makeServeResponse = (
       ctx.usage.inputTokens = ctx.inputEstimate
     }
     yield* record(ctx)
-    res.end()
+    if (end._tag === "Complete" && end.last !== undefined) res.end(end.last)
+    else res.end()
     return outcome
   })
   return (ctx: RequestContext, adapter: ProviderAdapter, response: AttemptResponse, res: ServerResponse) => {
