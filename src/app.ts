@@ -38,7 +38,6 @@ export const appLayer = (
   const telemetry = overrides.telemetry ?? Metrics.layerTelemetry
   const base = Layer.mergeAll(
     Providers.layer,
-    Deadlines.layer,
     RetryBudget.layer,
     UsageIndex.withIndex(UsageLog.layer(config.usageFile)),
     Limits.layer.pipe(Layer.provideMerge(store)),
@@ -46,7 +45,7 @@ export const appLayer = (
     Layer.provideMerge(UsageIndex.layer(config.usageFile)),
     Layer.provideMerge(telemetry),
     Layer.provideMerge(Metrics.layer),
-    Layer.provideMerge(Layer.merge(Breakers.layer, OpenRequests.layer)),
+    Layer.provideMerge(Layer.mergeAll(Breakers.layer, OpenRequests.layer, Deadlines.layer)),
     Layer.provideMerge(Config.layerFrom(config)),
   )
   return Server.layer.pipe(Layer.provide(Layer.merge(Gateway.layer, AdminApi.layer)), Layer.provide(base))

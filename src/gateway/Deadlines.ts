@@ -18,6 +18,8 @@ export interface Deadline {
   lastActivity: number
   /** Epoch ms since which the relay waits for the client's `drain`; 0 when it does not. */
   waitingForClientSince: number
+  /** While relaying: the bytes Tollgate holds for this response (upstream read buffer + client write buffer). */
+  buffered?: () => number
   /** Called once, by the sweeper, with the first deadline that passed. The relay replaces it when it takes over. */
   expire: (kind: TimeoutKind) => void
 }
@@ -39,6 +41,8 @@ export class Deadlines extends Context.Tag("tollgate/Deadlines")<
     readonly now: () => number
     readonly register: (deadline: Deadline) => void
     readonly unregister: (deadline: Deadline) => void
+    /** Bytes held in memory by all open relays now (for the slow-client bound; read at metrics scrape). */
+    readonly bufferedBytes: () => number
   }
 >() {}
 
@@ -76,6 +80,11 @@ export const layer = Layer.scoped(
       now: () => clock.unsafeCurrentTimeMillis(),
       register: (d: Deadline) => void open.add(d),
       unregister: (d: Deadline) => void open.delete(d),
+      bufferedBytes: () => {
+        let total = 0
+        for (const d of open) if (d.buffered !== undefined) total += d.buffered()
+        return total
+      },
     }
   }),
 )

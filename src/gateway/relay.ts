@@ -107,6 +107,7 @@ export const relay = (
       finish({ _tag: "UpstreamFailed", reason: `connection_failed: ${error.code ?? error.message}` }, true)
 
     deadline.expire = (kind) => finish(endOfTimeout(kind), true)
+    deadline.buffered = () => body.readableLength + res.writableLength + (held?.length ?? 0)
     // The pending chunks were already observed by whoever held them (the attempt's meter, or the caller).
     for (const chunk of response.pending) if (!write(chunk, true)) return
     response.pending.length = 0

@@ -5,6 +5,7 @@ import type { RequestContext } from "../gateway/context.js"
 import { Breakers, type BreakerView } from "../reliability/Breakers.js"
 import { cache1, cache2, cache3, CounterCells, type CounterCell } from "./cells.js"
 import { BREAKER_STATE_VALUE, makeInstruments } from "./instruments.js"
+import { Deadlines } from "../gateway/Deadlines.js"
 import { OpenRequests, type OverspendBound } from "./OpenRequests.js"
 import { Telemetry, type AttemptResult, type TelemetryService } from "./Telemetry.js"
 
@@ -32,6 +33,8 @@ export interface MetricsDeps {
   readonly overspend: (tenant: string) => OverspendBound
   /** Current epoch ms (the clock the request path uses for `startMs`). */
   readonly now: () => number
+  /** Bytes held by open relays now. */
+  readonly relayBuffered: () => number
 }
 
 let processRegistry: Registry | undefined
@@ -136,6 +139,7 @@ export const make = (deps: MetricsDeps): MetricsService => {
   const refresh = (): void => {
     for (const cells of Object.values(counters)) cells.sync()
     m.openStreams.set(openStreams)
+    m.relayBuffered.set(deps.relayBuffered())
     m.breakerState.reset()
     m.breakerFailureRatio.reset()
     let cooling = 0
@@ -163,18 +167,20 @@ export const make = (deps: MetricsDeps): MetricsService => {
 }
 
 /** The metrics of one gateway; needs the config (tenants), the breakers and the open requests. */
-export const layer: Layer.Layer<Metrics, never, Config | Breakers | OpenRequests> = Layer.effect(
+export const layer: Layer.Layer<Metrics, never, Config | Breakers | OpenRequests | Deadlines> = Layer.effect(
   Metrics,
   Effect.gen(function* () {
     const config = yield* Config
     const breakers = yield* Breakers
     const openRequests = yield* OpenRequests
+    const deadlines = yield* Deadlines
     const clock = yield* Effect.clock
     return make({
       tenants: [...config.tenants.keys()],
       breakers: breakers.view,
       overspend: openRequests.bound,
       now: () => clock.unsafeCurrentTimeMillis(),
+      relayBuffered: deadlines.bufferedBytes,
     })
   }),
 )

@@ -97,6 +97,11 @@ export const makeInstruments = (registry: Registry) => {
       help: "Event streams being relayed to clients now.",
       registers,
     }),
+    relayBuffered: new Gauge({
+      name: "tollgate_relay_buffered_bytes",
+      help: "Bytes held in memory for responses being relayed now (upstream read buffers and client write buffers).",
+      registers,
+    }),
     breakerState: new Gauge({
       name: "tollgate_breaker_state",
       help: "Circuit breaker state per target: 0 closed, 1 half-open, 2 open.",

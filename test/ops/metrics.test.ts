@@ -235,7 +235,7 @@ describe("GET /metrics after scripted traffic", () => {
     const documented = [...docs.matchAll(/^\|\s*`(tollgate_\w+)`\s*\|\s*(\w+)\s*\|/gm)].map(
       ([, name, type]) => `${name} ${type}`,
     )
-    expect(exported).toHaveLength(19)
+    expect(exported).toHaveLength(20)
     expect([...new Set(documented)].sort()).toEqual(exported.sort())
   })
 })
@@ -287,6 +287,7 @@ describe("the Tollgate-added latency", () => {
       breakers: () => [],
       overspend: () => ({ open: 0, microUsd: 0, unbounded: 0 }),
       now: () => 10_007,
+      relayBuffered: () => 0,
     })
     // Relayed: committed 43 ms after arrival, 40 of them upstream; the 900 ms of streaming after it do not count.
     metrics.telemetry.requestDone(context(1_000, 40, 1_043))
