@@ -106,11 +106,18 @@ export const decodeConfig = Effect.fn("Config.decode")(function* (raw: unknown, 
   const routes = mapValues(routeFiles.decoded, (name, route): RouteConfig => ({
     name,
     api: route.api,
-    retry: { ...retry, ...route.retry },
+    retry: { ...retry, maxAttempts: route.retry?.maxAttempts ?? retry.maxAttempts },
     timeouts: { ...timeouts, ...route.timeouts },
     targets: route.targets,
   }))
   const tenants = mapValues(tenantFiles.decoded, toTenant)
+  for (const [name, route] of routeFiles.decoded) {
+    if (route.retry?.budgetRatio !== undefined) {
+      warnings.push(
+        `${formatPath(["routes", name, "retry", "budget_ratio"])}: ignored: the retry budget is shared by the whole process and uses retry.budget_ratio (ADR 0008)`,
+      )
+    }
+  }
 
   const configDir = NodePath.dirname(configPath)
   const usageFile = resolveFile(usage.file, configDir, defaultUsageFile, cwd)

@@ -70,12 +70,14 @@ export const RetrySection = Schema.Struct({
 }).annotations(mapping)
 
 /**
- * A route's `retry:` override: `max_attempts` only. The retry budget is
- * process-wide (ADR 0008), so a per-route `budget_ratio` would be silently
- * ignored; it is an unknown key instead.
+ * A route's `retry:` override. `max_attempts` applies to the route; the
+ * retry budget is process-wide (ADR 0008), so a route's `budget_ratio` is
+ * accepted (SPEC: "per-route override of retry.*") but ignored, with a
+ * warning.
  */
 export const RetryOverride = Schema.Struct({
   maxAttempts: optionalKey(PositiveInt, "max_attempts"),
+  budgetRatio: optionalKey(NonNegativeNumber, "budget_ratio"),
 }).annotations(mapping)
 
 /** `breaker:` — `min_requests` 20, `failure_ratio` 0.5, `open_for` 30s. */

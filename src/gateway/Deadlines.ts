@@ -18,6 +18,8 @@ export interface Deadline {
   lastActivity: number
   /** Epoch ms since which the relay waits for the client's `drain`; 0 when it does not. */
   waitingForClientSince: number
+  /** A deadline that passed while nobody was relaying (the budget cutoff's pause); the next relay ends with it. */
+  expired?: TimeoutKind
   /** While relaying: the bytes Tollgate holds for this response (upstream read buffer + client write buffer). */
   buffered?: () => number
   /** Called once, by the sweeper, with the first deadline that passed. The relay replaces it when it takes over. */

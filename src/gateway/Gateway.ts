@@ -66,20 +66,26 @@ export const layer = Layer.effect(
     const authenticate = makeAuthenticator(config)
     const run = Runtime.runFork(yield* Effect.runtime<never>())
 
-    /** Settles the admission and appends the usage record, once per request, before the response ends. */
+    /**
+     * Settles the admission and appends the usage record, once per request,
+     * before the response ends. Uninterruptible: a client that leaves while
+     * the settle is on its way to Redis must not lose the record.
+     */
     const record = (ctx: RequestContext) =>
-      Effect.suspend(() => {
-        if (ctx.recorded) return Effect.void
-        ctx.recorded = true
-        const append = Effect.suspend(() => {
-          const line = ctx.toRecord(deadlines.now())
-          return Effect.zipRight(usageLog.append(line), logRequest(line))
-        }).pipe(Effect.zipRight(Effect.sync(() => telemetry.requestDone(ctx))))
-        const admission = ctx.admission
-        if (admission === undefined) return append
-        openRequests.done(ctx)
-        return Effect.zipRight(limits.settle(admission, ctx.cost(), ctx.settledTokens()), append)
-      })
+      Effect.uninterruptible(
+        Effect.suspend(() => {
+          if (ctx.recorded) return Effect.void
+          ctx.recorded = true
+          const append = Effect.suspend(() => {
+            const line = ctx.toRecord(deadlines.now())
+            return Effect.zipRight(usageLog.append(line), logRequest(line))
+          }).pipe(Effect.zipRight(Effect.sync(() => telemetry.requestDone(ctx))))
+          const admission = ctx.admission
+          if (admission === undefined) return append
+          openRequests.done(ctx)
+          return Effect.zipRight(limits.settle(admission, ctx.cost(), ctx.settledTokens()), append)
+        }),
+      )
 
     const resolveRoute = (
       ctx: RequestContext,
@@ -129,13 +135,21 @@ export const layer = Layer.effect(
       ctx.route = route
       const plan = planAdmission(config, price, ctx, request, route, req.headers)
       if (plan instanceof InvalidRequest) return yield* plan
-      ctx.admission = yield* limits.admit({
-        tenant: ctx.principal.tenant,
-        tokenCost: plan.tokenCost,
-        reserve: plan.reserve,
-        sessionId: plan.sessionId,
-      })
-      openRequests.admitted(ctx)
+      // Uninterruptible up to the assignment: an admission that happened is settled, even if the client left.
+      yield* Effect.uninterruptible(
+        Effect.map(
+          limits.admit({
+            tenant: ctx.principal.tenant,
+            tokenCost: plan.tokenCost,
+            reserve: plan.reserve,
+            sessionId: plan.sessionId,
+          }),
+          (admission) => {
+            ctx.admission = admission
+            openRequests.admitted(ctx)
+          },
+        ),
+      )
       if (request.endpoint === "/v1/messages/count_tokens") {
         // Forwarded to the first direct Anthropic target only (Vertex has no count_tokens here).
         const direct = route.targets.find((t) => providers.get(t.provider).serves(request.endpoint))
@@ -153,6 +167,13 @@ export const layer = Layer.effect(
       Effect.suspend(() => {
         const rendered = renderError(ctx.api, error)
         if (ctx.committed) {
+          // A failure inside Tollgate after the first byte: a stream still gets its error event.
+          if (ctx.request?.stream === true && !res.writableEnded && !res.destroyed) {
+            return Effect.zipRight(
+              record(ctx),
+              Effect.sync(() => res.end(streamErrorEvent(ctx.api, "api_error", "internal error"))),
+            )
+          }
           res.destroy()
           return record(ctx)
         }
@@ -190,7 +211,8 @@ export const layer = Layer.effect(
             if (ctx.recorded) return Effect.void
             ctx.incomplete = ctx.committed
             ctx.error ??= shutdown.has(ctx) ? "shutdown" : "client_disconnected"
-            if (!ctx.committed) ctx.status = 499
+            // A drain that cut a request before its response answers 503 (endForShutdown); a client that left, 499.
+            if (!ctx.committed) ctx.status = shutdown.has(ctx) ? 503 : 499
             return Effect.zipRight(
               record(ctx),
               Effect.sync(() => shutdown.has(ctx) && endForShutdown(ctx, res)),

@@ -155,6 +155,9 @@ export const sendAttempt = (
           if (meter === undefined) return respond(false)
           meter.push(chunk)
           held += chunk.length
+          // first_token ends at the first body byte (SPEC); between prelude events the idle timeout applies,
+          // and it fails the attempt before the commit, so the next target can still answer.
+          deadline.firstByteBy = Infinity
           deadline.lastActivity = deadlines.now()
           if (meter.contentStarted || meter.inbandError !== undefined || meter.failure !== undefined)
             return respond(false)

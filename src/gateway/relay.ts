@@ -79,7 +79,13 @@ export const relay = (
       const reason = observed ? undefined : observe(arrived)
       if (reason === PAUSE) {
         body.pause()
-        if (stop(false, true)) resume(Effect.succeed(PAUSED))
+        if (stop(false, true)) {
+          // Timeouts keep running while the caller extends the reservation; the next relay sees them.
+          deadline.expire = (kind) => {
+            deadline.expired = kind
+          }
+          resume(Effect.succeed(PAUSED))
+        }
         return false
       }
       if (reason !== undefined) {
@@ -106,6 +112,8 @@ export const relay = (
     const onError = (error: Error & { code?: string }) =>
       finish({ _tag: "UpstreamFailed", reason: `connection_failed: ${error.code ?? error.message}` }, true)
 
+    if (deadline.expired !== undefined) return finish(endOfTimeout(deadline.expired), true)
+    deadlines.register(deadline)
     deadline.expire = (kind) => finish(endOfTimeout(kind), true)
     deadline.buffered = () => body.readableLength + res.writableLength + (held?.length ?? 0)
     // The pending chunks were already observed by whoever held them (the attempt's meter, or the caller).

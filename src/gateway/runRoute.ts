@@ -123,6 +123,8 @@ export const makeRunRoute = (deps: RouteDeps) => {
         if (ctx.attempts > 0) telemetry.nextAttempt(triesHere > 0 ? "retry" : "fallback")
         ctx.attempts++
         triesHere++
+        // The final attempt is named in the headers and the record even when it produced no response.
+        ctx.target = target
         const sentAt = deadlines.now()
         const result = yield* Effect.either(
           sendAttempt(

@@ -22,8 +22,14 @@ interface Cutoff {
 }
 
 /** What streamed past the last usage report may still be charged by the provider (ADR 0029). */
-const floorStreamedOutput = (meter: StreamMeter): void => {
-  meter.usage.outputTokens = Math.max(meter.usage.outputTokens, Math.ceil(meter.outputChars / 4))
+const floorStreamedOutput = (meter: StreamMeter, maxTokens: number | undefined): void => {
+  meter.usage.outputTokens = Math.max(meter.usage.outputTokens, streamedOutput(meter, maxTokens))
+}
+
+/** Output tokens estimated from the streamed text (ceil(bytes / 4)), never more than `max_tokens` allows. */
+const streamedOutput = (meter: StreamMeter, maxTokens: number | undefined): number => {
+  const estimate = Math.ceil(meter.outputChars / 4)
+  return maxTokens === undefined ? estimate : Math.min(estimate, maxTokens)
 }
 
 /**
@@ -40,13 +46,14 @@ const streamCutoff = (ctx: RequestContext, meter: StreamMeter) => {
     tenant.budgets.month?.mode === "hard" || (ctx.session !== null && tenant.budgets.session?.mode === "hard")
   if (admission === undefined || admission.via !== "store" || price === undefined || !hard) return undefined
   const estimate = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 }
+  const maxTokens = ctx.request?.maxTokens
   return {
     needed: (): number => {
       const u = meter.usage
       estimate.inputTokens = u.reported ? u.inputTokens : ctx.inputEstimate
       estimate.cacheReadTokens = u.cacheReadTokens
       estimate.cacheWriteTokens = u.cacheWriteTokens
-      estimate.outputTokens = Math.max(u.outputTokens, Math.ceil(meter.outputChars / 4))
+      estimate.outputTokens = Math.max(u.outputTokens, streamedOutput(meter, maxTokens))
       return costMicroUsd(estimate, price) - admission.reserved
     },
   }
@@ -142,7 +149,7 @@ export const makeServeResponse = (
         res.destroy()
         return outcome
       }
-      floorStreamedOutput(meter)
+      floorStreamedOutput(meter, ctx.request?.maxTokens)
       if (ctx.error === "budget_exceeded") {
         res.write(
           streamErrorEvent(
@@ -179,7 +186,7 @@ export const makeServeResponse = (
       Effect.sync(() => {
         telemetry.streamClosed()
         // A client that went away mid-stream: the record (written by the caller) still charges what streamed.
-        if (!ctx.recorded) floorStreamedOutput(meter)
+        if (!ctx.recorded) floorStreamedOutput(meter, ctx.request?.maxTokens)
       }),
     )
   }

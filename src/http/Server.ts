@@ -36,6 +36,9 @@ const proxyEndpoint = (method: string | undefined, url: string | undefined): End
   }
 }
 
+/** Longest time a client may take to send its whole request (headers and body), ms. Responses are not limited by it. */
+const REQUEST_BODY_TIMEOUT_MS = 60_000
+
 const formatHost = (host: string): string => (host.includes(":") ? `[${host}]` : host)
 
 /**
@@ -50,14 +53,17 @@ export const layer = Layer.scoped(
     const limits = yield* Limits
     const admin = yield* AdminApi
     const other = yield* NodeHttpServer.makeHandler(
-      makeRouter(config, { draining: gateway.draining, storeOk: limits.storeOk }, admin.router),
+      makeRouter(config, { draining: gateway.draining, storeOk: limits.checkStore }, admin.router),
     )
     const handler = (req: IncomingMessage, res: ServerResponse) => {
       const endpoint = proxyEndpoint(req.method, req.url)
       if (endpoint !== undefined) gateway.handle(req, res, endpoint)
       else other(req, res)
     }
-    const server: NodeServer = createServer({ keepAliveTimeout: 65_000, requestTimeout: 0 }, handler)
+    const server: NodeServer = createServer(
+      { keepAliveTimeout: 65_000, requestTimeout: REQUEST_BODY_TIMEOUT_MS },
+      handler,
+    )
     const address = yield* Effect.acquireRelease(
       Effect.async<AddressInfo, ListenError>((resume) => {
         const onError = (error: Error) => resume(Effect.fail(new ListenError({ message: error.message })))

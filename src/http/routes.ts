@@ -64,7 +64,7 @@ const metrics = Effect.flatMap(Metrics, ({ scrape, contentType }) =>
 /** Readiness as reported by the parts that can be unready (the store, draining). */
 export interface Readiness {
   readonly draining: () => boolean
-  readonly storeOk: () => boolean
+  readonly storeOk: Effect.Effect<boolean>
 }
 
 /** `admin`: the admin API's routes (src/admin; empty when admin is off). */
@@ -80,7 +80,9 @@ export const makeRouter = (
       Effect.suspend(() =>
         readiness.draining()
           ? HttpServerResponse.json({ status: "draining" }, { status: 503 })
-          : HttpServerResponse.json({ status: "ready", store: readiness.storeOk() ? "ok" : "unavailable" }),
+          : Effect.flatMap(readiness.storeOk, (ok) =>
+              HttpServerResponse.json({ status: "ready", store: ok ? "ok" : "unavailable" }),
+            ),
       ),
     ),
     HttpRouter.get("/v1/models", models(config)),

@@ -38,6 +38,9 @@ export interface Admission {
 const check = (budget: BudgetConfig | undefined): BudgetCheck | undefined =>
   budget === undefined ? undefined : { limit: budget.limitMicroUsd, hard: budget.mode === "hard" }
 
+/** A request that costs nothing and counts no tokens (count_tokens): only the request limit applies. */
+const requestLimitOnly = (input: AdmissionInput): boolean => input.reserve === 0 && input.tokenCost === 0
+
 const hasHardBudget = (tenant: TenantConfig): boolean =>
   tenant.budgets.month?.mode === "hard" || tenant.budgets.session?.mode === "hard"
 
@@ -100,6 +103,8 @@ export class Limits extends Context.Tag("tollgate/Limits")<
     readonly extend: (admission: Admission, amount: number) => Effect.Effect<ExtendResult>
     /** False from a store error until a store operation succeeds again. */
     readonly storeOk: () => boolean
+    /** `storeOk`, asking the store once more when it was failing (what /readyz reports, also with no traffic). */
+    readonly checkStore: Effect.Effect<boolean>
   }
 >() {}
 
@@ -128,7 +133,7 @@ export const make = (
 
   const admitLocal = (input: AdmissionInput, t: number) =>
     Effect.gen(function* () {
-      if (hasHardBudget(input.tenant)) return yield* new StoreUnavailable()
+      if (hasHardBudget(input.tenant) && !requestLimitOnly(input)) return yield* new StoreUnavailable()
       const result = yield* local
         .admit({
           tenant: input.tenant.name,
@@ -158,9 +163,10 @@ export const make = (
           tokensPerMinute: tenant.limits.tokensPerMinute,
           tokenCost: input.tokenCost,
           reserve: input.reserve,
-          month: check(tenant.budgets.month),
+          // count_tokens (no tokens, no money) answers to the request limit only: no budget can refuse it.
+          month: requestLimitOnly(input) ? undefined : check(tenant.budgets.month),
           session:
-            input.sessionId === undefined
+            input.sessionId === undefined || requestLimitOnly(input)
               ? undefined
               : { id: input.sessionId, budget: check(tenant.budgets.session) },
         }),
@@ -244,7 +250,21 @@ export const make = (
         )
     })
 
-  return { admit, settle, extend, storeOk: () => healthy }
+  const checkStore: Effect.Effect<boolean> = Effect.suspend(() => {
+    if (healthy) return Effect.succeed(true)
+    return store.tenantState("tollgate-readiness-probe", now()).pipe(
+      Effect.as(true),
+      Effect.tap(() =>
+        Effect.sync(() => {
+          healthy = true
+          localUntil = 0
+        }),
+      ),
+      Effect.orElseSucceed(() => false),
+    )
+  })
+
+  return { admit, settle, extend, storeOk: () => healthy, checkStore }
 }
 
 export const layer = Layer.effect(

@@ -26,7 +26,7 @@ export interface UsageRecord {
   readonly output_tokens: number
   readonly cache_read_tokens: number
   readonly cache_write_tokens: number
-  /** micro-USD reserved at admission. */
+  /** micro-USD reserved while the request ran: at admission, plus any extensions of the stream cutoff (ADR 0029). */
   readonly reserved_micro_usd: number
   /** micro-USD charged at settle. */
   readonly cost_micro_usd: number

@@ -84,15 +84,21 @@ const keyEquals = (buf: Uint8Array, start: number, end: number, key: string): bo
 }
 
 /** Finds the last top-level member named `key` of the JSON object in `buf` (the one `JSON.parse` keeps). */
-export const findMember = (buf: Uint8Array, key: string): MemberSpan | undefined => {
+export const findMember = (buf: Uint8Array, key: string): MemberSpan | undefined => scanMembers(buf, key).last
+
+/** How many top-level members of the JSON object in `buf` are named `key`. */
+export const countMembers = (buf: Uint8Array, key: string): number => scanMembers(buf, key).count
+
+const scanMembers = (buf: Uint8Array, key: string): { last: MemberSpan | undefined; count: number } => {
+  let count = 0
   let i = skipSpace(buf, 0)
-  if (buf[i] !== OPEN_BRACE) return undefined
+  if (buf[i] !== OPEN_BRACE) return { last: undefined, count: 0 }
   i++
   let found: MemberSpan | undefined
   while (i < buf.length) {
     i = skipSpace(buf, i)
     const c = buf[i]
-    if (c === CLOSE_BRACE || c === undefined) return found
+    if (c === CLOSE_BRACE || c === undefined) return { last: found, count }
     if (c === COMMA) {
       i++
       continue
@@ -100,13 +106,16 @@ export const findMember = (buf: Uint8Array, key: string): MemberSpan | undefined
     const keyStart = i
     const keyEnd = skipString(buf, i)
     i = skipSpace(buf, keyEnd)
-    if (buf[i] !== COLON) return found
+    if (buf[i] !== COLON) return { last: found, count }
     const valueStart = skipSpace(buf, i + 1)
     const valueEnd = skipValue(buf, valueStart)
-    if (keyEquals(buf, keyStart, keyEnd, key)) found = { keyStart, valueStart, valueEnd }
+    if (keyEquals(buf, keyStart, keyEnd, key)) {
+      found = { keyStart, valueStart, valueEnd }
+      count++
+    }
     i = valueEnd
   }
-  return found
+  return { last: found, count }
 }
 
 /** `buf` with the value of top-level `key` replaced by `json` (already encoded), or the member added first when absent. */

@@ -279,13 +279,15 @@ describe("defaults", () => {
 })
 
 describe("per-route overrides", () => {
-  it.effect("a route may not set budget_ratio: the retry budget is process-wide", () =>
-    Effect.gen(function* () {
-      const raw = patch(baseConfig(), ["routes", "claude", "retry"], { max_attempts: 4, budget_ratio: 0.5 })
-      const problems = yield* problemsOf(raw)
-      assert.strictEqual(problems.length, 1)
-      assert.match(problems[0]!, /^routes\.claude\.retry\.budget_ratio: unknown key/)
-    }),
+  it.effect(
+    "a route's budget_ratio is accepted and ignored with a warning: the retry budget is process-wide",
+    () =>
+      Effect.gen(function* () {
+        const raw = patch(baseConfig(), ["routes", "claude", "retry"], { max_attempts: 4, budget_ratio: 0.5 })
+        const { config, warnings } = yield* decode(raw)
+        assert.deepStrictEqual(config.routes.get("claude")!.retry, { maxAttempts: 4, budgetRatio: 0.1 })
+        assert.isTrue(warnings.some((w) => w.startsWith("routes.claude.retry.budget_ratio: ignored")))
+      }),
   )
 
   it.effect("merge over the global retry and timeouts", () =>

@@ -334,6 +334,37 @@ for (const api of ["anthropic", "openai"] as const) {
   })
 }
 
+describe("timeouts before the commit", () => {
+  let h: Harness | undefined
+  afterEach(async () => {
+    await h?.close()
+    h = undefined
+  })
+
+  it("first_token ends at the first body byte; a slow prelude is timed by idle, not first_token", async () => {
+    // Events every 600 ms: the first byte after 0.6 s, the first content after ~2.4 s.
+    h = await start("anthropic", {
+      a: "delay:600,tokens:2",
+      targets: 1,
+      timeouts: { first_token: "1s", idle: "2s" },
+    })
+    const { response, text } = await send(h, "anthropic", { stream: true })
+    expect(response.status).toBe(200)
+    expect(text).toContain("message_stop")
+  })
+
+  it("a prelude that stalls longer than idle fails over before anything reached the client", async () => {
+    // A prelude (message_start, ping, an empty block) at once, then nothing.
+    h = await start("anthropic", { a: "hang-after:0-tokens", timeouts: { first_token: "10s", idle: "1s" } })
+    const { response, text, ms } = await send(h, "anthropic", { stream: true })
+    expect(response.status).toBe(200)
+    expect(response.headers.get("x-tollgate-provider")).toBe("b")
+    expect(text).toContain("message_stop")
+    expect(text.match(/event: message_start/g)).toHaveLength(1)
+    expect(ms).toBeLessThan(5_000)
+  })
+})
+
 describe("retry budget", () => {
   let h: Harness | undefined
   afterEach(async () => {
