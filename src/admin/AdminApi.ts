@@ -14,7 +14,7 @@ import type { TenantConfig } from "../config/model.js"
  * The admin API (`/admin/*`, SPEC "HTTP API"): tenants, usage totals and
  * breakers, behind the bearer token of `admin.token_env`. When that variable
  * is unset or empty the router is empty, so `/admin/*` answers the same 404
- * as any unknown path.
+ * as every other unknown path does.
  */
 export class AdminApi extends Context.Tag("tollgate/AdminApi")<
   AdminApi,

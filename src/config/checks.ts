@@ -26,7 +26,7 @@ export const kindsForApi: Record<ApiFormat, ReadonlyArray<ProviderKind>> = {
   openai: ["openai", "ollama"],
 }
 
-/** What the route checks read of a route: any decoded route, or the salvaged part of a broken one. */
+/** What the route checks read of a route: a decoded route, or the salvaged part of a broken one. */
 export type RouteView = Pick<RouteConfig, "name" | "api" | "targets">
 
 /** What the route checks read of a provider. */

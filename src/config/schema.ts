@@ -95,7 +95,7 @@ export const TimeoutsSection = Schema.Struct({
   totalMs: withDefault(PositiveDuration, "total", 600_000),
 }).annotations(mapping)
 
-/** A route's `timeouts:` override: any subset of {@link TimeoutsSection}. */
+/** A route's `timeouts:` override: some or all keys of {@link TimeoutsSection}. */
 export const TimeoutsOverride = Schema.Struct({
   connectMs: optionalKey(PositiveDuration, "connect"),
   firstTokenMs: optionalKey(PositiveDuration, "first_token"),
