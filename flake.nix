@@ -21,8 +21,9 @@
           version = "0.1.0";
           src = ./.;
           nodejs = pkgs.nodejs_20;
-          # Update with `nix run nixpkgs#prefetch-npm-deps package-lock.json` after changing dependencies.
-          npmDepsHash = pkgs.lib.fakeHash;
+          # Each dependency is fetched by the integrity hash in package-lock.json: no separate hash to keep.
+          npmDeps = pkgs.importNpmLock { npmRoot = ./.; };
+          npmConfigHook = pkgs.importNpmLock.npmConfigHook;
           npmBuildScript = "build";
           installPhase = ''
             runHook preInstall
