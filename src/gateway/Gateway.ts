@@ -166,6 +166,12 @@ export const layer = Layer.effect(
     const fail = (ctx: RequestContext, res: ServerResponse, error: GatewayError) =>
       Effect.suspend(() => {
         const rendered = renderError(ctx.api, error)
+        if (!ctx.committed && (res.destroyed || res.socket?.destroyed === true)) {
+          // The client went away before any answer (for example mid-upload): nobody gets the error.
+          ctx.status = 499
+          ctx.error ??= "client_disconnected"
+          return record(ctx)
+        }
         if (ctx.committed) {
           // A failure inside Tollgate after the first byte: a stream still gets its error event.
           if (ctx.request?.stream === true && !res.writableEnded && !res.destroyed) {

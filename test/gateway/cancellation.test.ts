@@ -81,3 +81,29 @@ describe("cancellation and backpressure", () => {
     res.destroy()
   })
 })
+
+describe("a client that leaves during its upload", () => {
+  let h: Harness
+  beforeAll(async () => {
+    h = await startHarness()
+  })
+  afterAll(async () => {
+    await h.close()
+  })
+
+  it("is recorded as 499 client_disconnected, with nothing sent upstream", async () => {
+    await new Promise<void>((resolve) => {
+      const req = request(`${h.url}/v1/messages`, {
+        method: "POST",
+        headers: { "x-api-key": h.key, "content-type": "application/json", "content-length": "100000" },
+      })
+      req.on("error", () => resolve())
+      req.on("close", () => resolve())
+      req.write('{"model":"claude","messages":[')
+      setTimeout(() => req.destroy(), 100)
+    })
+    await eventually(() => h.records().length === 1)
+    expect(h.records()[0]).toMatchObject({ status: 499, error: "client_disconnected", provider: null })
+    expect(h.fakes[0]!.requests().count).toBe(0)
+  })
+})
