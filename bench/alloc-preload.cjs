@@ -15,6 +15,7 @@ session.post("HeapProfiler.enable", () =>
 )
 process.on("SIGUSR2", () =>
   session.post("HeapProfiler.stopSampling", (error, result) => {
-    if (error === null) fs.writeFileSync(process.env.ALLOC_PROFILE ?? "alloc.heapprofile", JSON.stringify(result.profile))
+    if (error === null)
+      fs.writeFileSync(process.env.ALLOC_PROFILE ?? "alloc.heapprofile", JSON.stringify(result.profile))
   }),
 )
