@@ -1,5 +1,4 @@
 import type { IncomingHttpHeaders, IncomingMessage } from "node:http"
-import { countMembers } from "../providers/patch.js"
 import { BodyTooLarge, InvalidRequest } from "./errors.js"
 import type { Endpoint, ParsedRequest } from "./request.js"
 
@@ -71,10 +70,6 @@ export const parseRequest = (
     return new InvalidRequest({ message: "the request body must be a JSON object" })
   }
   const body = json as Record<string, unknown>
-  // Parsers disagree on which of two equal keys wins; a request naming two models is refused, not routed.
-  if (countMembers(raw, "model") > 1) {
-    return new InvalidRequest({ message: "model: the request body names more than one model" })
-  }
   const model = body["model"]
   if (typeof model !== "string" || model.length === 0) {
     return new InvalidRequest({ message: "model: a non-empty string is required" })

@@ -6,7 +6,7 @@ import type { RequestContext } from "./context.js"
 const FORWARDED = ["content-type", "retry-after", "request-id"] as const
 
 /** Tollgate's own headers on a proxied response. */
-export const tollgateHeaders = (ctx: RequestContext, headers: OutgoingHttpHeaders): OutgoingHttpHeaders => {
+const tollgateHeaders = (ctx: RequestContext, headers: OutgoingHttpHeaders): OutgoingHttpHeaders => {
   headers["x-request-id"] = ctx.requestId
   if (ctx.target !== undefined) {
     headers["x-tollgate-provider"] = ctx.target.provider
@@ -19,23 +19,22 @@ export const tollgateHeaders = (ctx: RequestContext, headers: OutgoingHttpHeader
   return headers
 }
 
-/** The client's response headers for a relayed upstream response; `nowMs` is the commit time. */
+/**
+ * The client's response headers for a relayed upstream response; `nowMs` is
+ * the commit time, `eventStream` whether the attempt found a 2xx event stream.
+ */
 export const relayHeaders = (
   ctx: RequestContext,
   upstream: IncomingHttpHeaders,
   nowMs: number,
+  eventStream: boolean,
 ): OutgoingHttpHeaders => {
   const headers: Record<string, string | Array<string>> = {}
   for (const name of FORWARDED) {
     const value = upstream[name]
     if (value !== undefined) headers[name] = value
   }
-  if (
-    headers["content-type"] === "text/event-stream" ||
-    upstream["content-type"]?.startsWith("text/event-stream")
-  ) {
-    headers["cache-control"] = "no-cache"
-  }
+  if (eventStream) headers["cache-control"] = "no-cache"
   // Tollgate's own time and the upstream's until the commit, so a user can see the overhead per request.
   const total = Math.max(0, nowMs - ctx.startMs)
   headers["server-timing"] =

@@ -104,7 +104,7 @@ export const makeServeResponse = (
         return undefined
       }
     }
-    res.writeHead(response.status, relayHeaders(ctx, response.headers, deadlines.now()))
+    res.writeHead(response.status, relayHeaders(ctx, response.headers, deadlines.now(), meter !== undefined))
     ctx.committed = true
     ctx.committedMs = deadlines.now()
     if (meter !== undefined) telemetry.streamOpened()

@@ -63,11 +63,12 @@ export const renderError = (api: ApiFormat, error: GatewayError): ErrorResponse 
   const body =
     api === "anthropic"
       ? JSON.stringify({ type: "error", error: detail })
-      : JSON.stringify({ error: { ...detail, code: errorCode(error) } })
+      : JSON.stringify({ error: { ...detail, code: openaiCode(error) } })
   return { status: mapped.status, headers, body }
 }
 
-const errorCode = (error: GatewayError): string | null => {
+/** The OpenAI error body's `code`. */
+const openaiCode = (error: GatewayError): string | null => {
   switch (error._tag) {
     case "Unauthenticated":
       return "invalid_api_key"

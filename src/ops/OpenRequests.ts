@@ -1,4 +1,4 @@
-import { Context, Effect, Layer } from "effect"
+import { Context, Layer } from "effect"
 import type { RequestContext } from "../gateway/context.js"
 
 /** The seed's worst-case overspend, summed over a tenant's requests open right now. */
@@ -83,6 +83,3 @@ export const make = () => {
 }
 
 export const layer = Layer.sync(OpenRequests, make)
-
-/** For callers that only read. */
-export const bound = (tenant: string) => Effect.map(OpenRequests, (open) => open.bound(tenant))

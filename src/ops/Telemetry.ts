@@ -1,4 +1,4 @@
-import { Context, Layer } from "effect"
+import { Context } from "effect"
 import type { RequestContext } from "../gateway/context.js"
 
 /** How one upstream attempt ended, for metrics. */
@@ -29,7 +29,7 @@ export class Telemetry extends Context.Tag("tollgate/Telemetry")<Telemetry, Tele
 
 const noop = () => {}
 
-/** Telemetry that records nothing (tests that do not look at it). */
+/** Telemetry that records nothing (the default of `Limits.make` outside a gateway). */
 export const noopTelemetry: TelemetryService = {
   requestDone: noop,
   attempt: noop,
@@ -39,5 +39,3 @@ export const noopTelemetry: TelemetryService = {
   streamOpened: noop,
   streamClosed: noop,
 }
-
-export const layerNoop = Layer.succeed(Telemetry, noopTelemetry)

@@ -86,9 +86,6 @@ const keyEquals = (buf: Uint8Array, start: number, end: number, key: string): bo
 /** Finds the last top-level member named `key` of the JSON object in `buf` (the one `JSON.parse` keeps). */
 export const findMember = (buf: Uint8Array, key: string): MemberSpan | undefined => scanMembers(buf, key).last
 
-/** How many top-level members of the JSON object in `buf` are named `key`. */
-export const countMembers = (buf: Uint8Array, key: string): number => scanMembers(buf, key).count
-
 const scanMembers = (buf: Uint8Array, key: string): { last: MemberSpan | undefined; count: number } => {
   let count = 0
   let i = skipSpace(buf, 0)
@@ -118,9 +115,14 @@ const scanMembers = (buf: Uint8Array, key: string): { last: MemberSpan | undefin
   return { last: found, count }
 }
 
-/** `buf` with the value of top-level `key` replaced by `json` (already encoded), or the member added first when absent. */
+/**
+ * `buf` with the value of top-level `key` replaced by `json` (already encoded), or the member added first
+ * when absent. Duplicate members are collapsed into one: parsers disagree on which of two equal keys wins,
+ * and the upstream must see exactly the value Tollgate chose.
+ */
 export const setMember = (buf: Buffer, key: string, json: string): Buffer => {
-  const span = findMember(buf, key)
+  const { last: span, count } = scanMembers(buf, key)
+  if (count > 1) return setMember(removeMember(buf, key), key, json)
   if (span !== undefined) {
     return Buffer.concat([buf.subarray(0, span.valueStart), Buffer.from(json), buf.subarray(span.valueEnd)])
   }

@@ -1,6 +1,7 @@
 import { Context, Effect, Layer } from "effect"
 import { Config } from "../config/Config.js"
 import type { BreakerConfig } from "../config/model.js"
+import { MAX_RETRY_AFTER_MS } from "./rules.js"
 import { Window } from "./Window.js"
 
 /** What an attempt's result means for its target's breaker (reliability.md "Circuit breakers"). */
@@ -40,8 +41,6 @@ export interface BreakerView {
 
 /** How long a half-open breaker's waiting callers are told to wait for its test, ms. */
 const TESTING_RETRY_MS = 1_000
-/** Longest retry-after cooldown, ms (reliability.md: 10 minutes). */
-export const MAX_COOLDOWN_MS = 10 * 60_000
 
 const SUCCESSES = 0
 const FAILURES = 1
@@ -129,7 +128,7 @@ export const makeBreakers = (config: BreakerConfig, now: () => number) => {
   /** Skips the target until `untilMs` (capped at 10 minutes from now); a shorter cooldown never shortens a longer one. */
   const cooldown = (provider: string, model: string, region: string, untilMs: number): void => {
     const breaker = get(provider, model, region)
-    const capped = Math.min(untilMs, now() + MAX_COOLDOWN_MS)
+    const capped = Math.min(untilMs, now() + MAX_RETRY_AFTER_MS)
     if (capped > breaker.cooldownUntil) breaker.cooldownUntil = capped
   }
 

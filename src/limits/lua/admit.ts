@@ -1,3 +1,5 @@
+import { LUA_PRELUDE } from "./prelude.js"
+
 /**
  * The admit script: checks every rate limit and budget of one request and,
  * only if all admit it, counts it (limits-and-budgets.md). One script, one
@@ -20,9 +22,7 @@
  * tokens current, tokens previous, soft month exceeded 1/0, soft session exceeded 1/0}.
  * Counters are after counting when admitted, as seen when refused.
  */
-export const ADMIT_LUA = `
-local function fmt(n) return string.format("%d", n) end
-local function num(v) return tonumber(v or "0") end
+export const ADMIT_LUA = `${LUA_PRELUDE}
 local now = tonumber(ARGV[1])
 local into = tonumber(ARGV[2])
 local rpm = tonumber(ARGV[3])

@@ -1,3 +1,5 @@
+import { LUA_PRELUDE } from "./prelude.js"
+
 /**
  * The extend script: adds to an open request's reservation when every hard
  * budget allows it (the stream cutoff). Mirrors `memoryStore.ts`'s `extend`.
@@ -14,8 +16,7 @@
  * gone: it neither refuses nor receives the amount.
  * Returns 1 (reserved on both) or 0 (refused; nothing changed).
  */
-export const EXTEND_LUA = `
-local function num(v) return tonumber(v or "0") end
+export const EXTEND_LUA = `${LUA_PRELUDE}
 local now = tonumber(ARGV[1])
 local amount = tonumber(ARGV[2])
 local mLimit = tonumber(ARGV[3])

@@ -1,3 +1,5 @@
+import { LUA_PRELUDE } from "./prelude.js"
+
 /**
  * The settle script: replaces a request's reservation with its real cost in
  * its month and session, and its token estimate with the reported tokens in
@@ -15,9 +17,7 @@
  * is gone (nothing changes); a token counter that expired is skipped, and a
  * counter never goes below 0. Returns 1.
  */
-export const SETTLE_LUA = `
-local function fmt(n) return string.format("%d", n) end
-local function num(v) return tonumber(v or "0") end
+export const SETTLE_LUA = `${LUA_PRELUDE}
 local now = tonumber(ARGV[1])
 local reserved = tonumber(ARGV[2])
 local cost = tonumber(ARGV[3])

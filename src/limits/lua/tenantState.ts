@@ -1,3 +1,5 @@
+import { LUA_PRELUDE } from "./prelude.js"
+
 /**
  * The tenant-state script: the rate counters, the month's spend and the ids
  * of the live sessions, in one atomic read (sessions idle for their lifetime
@@ -11,8 +13,7 @@
  * Returns {requests current, requests previous, tokens current,
  * tokens previous, month spend, month reserved, session id…}.
  */
-export const TENANT_STATE_LUA = `
-local function num(v) return tonumber(v or "0") end
+export const TENANT_STATE_LUA = `${LUA_PRELUDE}
 local now = tonumber(ARGV[1])
 local ttl = tonumber(ARGV[2])
 redis.call("ZREMRANGEBYSCORE", KEYS[6], "-inf", string.format("%d", now - ttl))
