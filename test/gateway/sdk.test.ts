@@ -38,6 +38,12 @@ describe("official SDKs through Tollgate to the fake provider", () => {
     expect(response.headers.get("x-tollgate-model")).toBe("claude-sonnet-5-5")
     expect(response.headers.get("x-tollgate-attempts")).toBe("1")
     expect(response.headers.get("x-request-id")).toMatch(/^[0-9a-f-]{36}$/)
+    // Tollgate's own time and the upstream's until the commit.
+    const timing = /^tollgate;dur=(\d+), upstream;dur=(\d+)$/.exec(
+      response.headers.get("server-timing") ?? "",
+    )
+    expect(timing).not.toBeNull()
+    expect(Number(timing![1]) + Number(timing![2])).toBeLessThan(5_000)
 
     const record = lastRecord()
     expect(record).toMatchObject({
