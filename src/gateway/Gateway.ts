@@ -1,4 +1,4 @@
-import { Cause, Context, Deferred, Duration, Effect, Either, Exit, Fiber, Layer, Runtime } from "effect"
+import { Cause, Context, Deferred, Duration, Effect, Exit, Fiber, Layer, Runtime } from "effect"
 import { randomUUID } from "node:crypto"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { Config } from "../config/Config.js"
@@ -31,7 +31,7 @@ import { collectBody, parseRequest } from "./parse.js"
 import { endpointApi, type Endpoint, type ParsedRequest } from "./request.js"
 import { writeError } from "./respond.js"
 import { makeRunRoute } from "./runRoute.js"
-import { makeServeResponse } from "./serveResponse.js"
+import { floorStreamedOutput, makeServeResponse } from "./serveResponse.js"
 
 /**
  * The per-request program for the proxy endpoints: auth → parse → route →
@@ -66,52 +66,49 @@ export const layer = Layer.effect(
     const authenticate = makeAuthenticator(config)
     const run = Runtime.runFork(yield* Effect.runtime<never>())
 
+    /** Appends the usage record and its log line; one Effect, usually the constant `Effect.void`. */
+    const writeRecord = (ctx: RequestContext): Effect.Effect<void> => {
+      const line = ctx.toRecord(deadlines.now())
+      const written = usageLog.append(line)
+      telemetry.requestDone(ctx)
+      return Effect.zipRight(written, logRequest(line))
+    }
+
     /**
      * Settles the admission and appends the usage record, once per request,
-     * before the response ends. Uninterruptible: a client that leaves while
-     * the settle is on its way to Redis must not lose the record.
+     * before the response ends. The settle is uninterruptible: a client that
+     * leaves while it is on its way to Redis must not lose the record.
      */
-    const record = (ctx: RequestContext) =>
-      Effect.uninterruptible(
-        Effect.suspend(() => {
-          if (ctx.recorded) return Effect.void
-          ctx.recorded = true
-          const append = Effect.suspend(() => {
-            const line = ctx.toRecord(deadlines.now())
-            return Effect.zipRight(usageLog.append(line), logRequest(line))
-          }).pipe(Effect.zipRight(Effect.sync(() => telemetry.requestDone(ctx))))
-          const admission = ctx.admission
-          if (admission === undefined) return append
-          openRequests.done(ctx)
-          return Effect.zipRight(limits.settle(admission, ctx.cost(), ctx.settledTokens()), append)
-        }),
+    const record = (ctx: RequestContext): Effect.Effect<void> => {
+      if (ctx.recorded) return Effect.void
+      ctx.recorded = true
+      const admission = ctx.admission
+      if (admission === undefined) return writeRecord(ctx)
+      openRequests.done(ctx)
+      return Effect.uninterruptible(
+        Effect.zipRight(
+          limits.settle(admission, ctx.cost(), ctx.settledTokens()),
+          Effect.suspend(() => writeRecord(ctx)),
+        ),
       )
+    }
 
-    const resolveRoute = (
-      ctx: RequestContext,
-      request: ParsedRequest,
-    ): Either.Either<RouteConfig, GatewayError> => {
+    const resolveRoute = (ctx: RequestContext, request: ParsedRequest): RouteConfig | GatewayError => {
       const route = config.routes.get(request.model)
-      if (route === undefined) {
-        return Either.left(
-          new RouteNotFound({ message: `model "${request.model}" is not a route of this gateway` }),
-        )
-      }
+      if (route === undefined)
+        return new RouteNotFound({ message: `model "${request.model}" is not a route of this gateway` })
       const allowed = ctx.principal.tenant.routes
-      if (allowed !== "*" && !allowed.includes(route.name))
-        return Either.left(new RouteNotAllowed({ route: route.name }))
+      if (allowed !== "*" && !allowed.includes(route.name)) return new RouteNotAllowed({ route: route.name })
       if (route.api !== ctx.api) {
-        return Either.left(
-          new InvalidRequest({
-            message: `model "${route.name}" speaks the ${route.api} API; send it to ${route.api === "anthropic" ? "/v1/messages" : "/v1/chat/completions"}`,
-          }),
-        )
+        return new InvalidRequest({
+          message: `model "${route.name}" speaks the ${route.api} API; send it to ${route.api === "anthropic" ? "/v1/messages" : "/v1/chat/completions"}`,
+        })
       }
-      return Either.right(route)
+      return route
     }
 
     const serveResponse = makeServeResponse(deadlines, limits, telemetry, record)
-    const runRoute = makeRunRoute({
+    const { run: runRoute, release } = makeRunRoute({
       price,
       providers,
       deadlines,
@@ -131,7 +128,8 @@ export const layer = Layer.effect(
       const request = parseRequest(ctx.endpoint, body, req.headers)
       if (request instanceof InvalidRequest) return yield* request
       ctx.request = request
-      const route = yield* resolveRoute(ctx, request)
+      const route = resolveRoute(ctx, request)
+      if (route instanceof Error) return yield* Effect.fail(route)
       ctx.route = route
       const plan = planAdmission(config, price, ctx, request, route, req.headers)
       if (plan instanceof InvalidRequest) return yield* plan
@@ -158,9 +156,9 @@ export const layer = Layer.effect(
             message: `model "${route.name}" has no direct Anthropic target for count_tokens`,
           })
         }
-        return yield* runRoute(ctx, request, { ...route, targets: [direct] }, res)
+        return yield* runRoute(ctx, request, { ...route, targets: [direct] }, res, ctx)
       }
-      return yield* runRoute(ctx, request, route, res)
+      return yield* runRoute(ctx, request, route, res, ctx)
     })
 
     const fail = (ctx: RequestContext, res: ServerResponse, error: GatewayError) =>
@@ -212,8 +210,24 @@ export const layer = Layer.effect(
             fail(ctx, res, new InternalError({ message: "internal error" })),
           )
         }),
+        // The request's one finalizer: releases what the attempt loop held, closes an open stream, and
+        // writes the record of a request that ended without one (interrupted by a disconnect or the drain).
         Effect.ensuring(
           Effect.suspend(() => {
+            const cancel = ctx.cancel
+            if (cancel !== undefined) {
+              // Interrupted while waiting on an attempt or the relay: abort the upstream request.
+              ctx.cancel = undefined
+              cancel()
+            }
+            release(ctx)
+            const meter = ctx.openStream
+            if (meter !== undefined) {
+              ctx.openStream = undefined
+              telemetry.streamClosed()
+              // A client that went away mid-stream: the record still charges what streamed.
+              if (!ctx.recorded) floorStreamedOutput(meter, ctx.request?.maxTokens)
+            }
             if (ctx.recorded) return Effect.void
             ctx.incomplete = ctx.committed
             ctx.error ??= shutdown.has(ctx) ? "shutdown" : "client_disconnected"

@@ -34,6 +34,16 @@ export interface AttemptResponse {
   readonly deadline: Deadline
 }
 
+/**
+ * Where an asynchronous step of a request leaves its canceler. The steps are
+ * `Effect.async` without a canceler of their own (each one would cost the
+ * request fiber four more operations); the request's one finalizer calls
+ * what is left here when the fiber is interrupted.
+ */
+export interface CancelSlot {
+  cancel: (() => void) | undefined
+}
+
 /** Why an attempt produced no response. */
 export type AttemptFailureReason = "connect_timeout" | "connection_failed" | TimeoutKind
 
@@ -64,10 +74,12 @@ const failureOf = (error: Error & { code?: string }): AttemptFailed =>
     : new AttemptFailed({ reason: "connection_failed", detail: error.code ?? error.message })
 
 /**
- * Sends one attempt and waits for its response head (see `AttemptResponse`).
- * The first-token and total deadlines run from the moment the request is
- * sent; interruption (client gone, or the caller gave up) aborts the
- * upstream request.
+ * Sends one attempt and waits for its response head (see `AttemptResponse`),
+ * or succeeds with `AttemptFailed` when there was none (a value, not an
+ * error: the attempt loop branches on it either way, and a failure channel
+ * would cost it two more operations per attempt). The first-token and total
+ * deadlines run from the moment the request is sent; interruption (client
+ * gone, or the caller gave up) aborts the upstream request.
  */
 export const sendAttempt = (
   deadlines: Deadlines["Type"],
@@ -76,25 +88,27 @@ export const sendAttempt = (
   timeouts: TimeoutsConfig,
   highWaterMark: number,
   api: ApiFormat,
-): Effect.Effect<AttemptResponse, AttemptFailed> =>
-  Effect.async<AttemptResponse, AttemptFailed>((resume) => {
+  slot: CancelSlot,
+): Effect.Effect<AttemptResponse | AttemptFailed> =>
+  Effect.async<AttemptResponse | AttemptFailed>((resume) => {
     // An EventEmitter is a signal undici accepts; an AbortController allocates an EventTarget per attempt
     // and a DOMException with a stack on abort.
     const signal = new EventEmitter()
     let settled = false
     let body: Body | undefined
     const now = deadlines.now()
-    const settle = (result: Effect.Effect<AttemptResponse, AttemptFailed>) => {
+    const settle = (result: AttemptResponse | AttemptFailed) => {
       if (settled) return
       settled = true
-      resume(result)
+      slot.cancel = undefined
+      resume(Effect.succeed(result))
     }
     const fail = (failure: AttemptFailed) => {
       if (settled) return
       deadlines.unregister(deadline)
       if (body !== undefined) closeBody(body)
       else signal.emit("abort")
-      settle(Effect.fail(failure))
+      settle(failure)
     }
     const deadline: Deadline = {
       firstByteBy: now + timeouts.firstTokenMs,
@@ -133,17 +147,15 @@ export const sendAttempt = (
           if (!ended) data.body.pause()
           deadline.firstByteBy = Infinity
           deadline.lastActivity = deadlines.now()
-          settle(
-            Effect.succeed({
-              status,
-              headers: data.headers,
-              body: data.body,
-              pending,
-              meter,
-              ended,
-              deadline,
-            }),
-          )
+          settle({
+            status,
+            headers: data.headers,
+            body: data.body,
+            pending,
+            meter,
+            ended,
+            deadline,
+          })
         }
         const cleanup = () => {
           data.body.off("data", onData)
@@ -177,11 +189,11 @@ export const sendAttempt = (
         data.body.on("error", onError)
       },
     )
-    return Effect.sync(() => {
+    slot.cancel = () => {
       if (settled) return
       settled = true
       deadlines.unregister(deadline)
       if (body !== undefined) closeBody(body)
       else signal.emit("abort")
-    })
+    }
   })

@@ -5,13 +5,16 @@ import type { UsageRecord } from "../meter/record.js"
 import { makeUsageAcc, type UsageAcc } from "../meter/usage.js"
 import type { Principal } from "./auth.js"
 import type { Endpoint, ParsedRequest } from "./request.js"
+import type { LoopState } from "./runRoute.js"
+import type { CancelSlot } from "./attempt.js"
+import type { StreamMeter } from "../meter/stream.js"
 
 /**
  * The mutable state of one request, filled in as it moves through the
  * gateway and read once, at the end, to write its usage record. One object
  * per request; no Effect per field.
  */
-export class RequestContext {
+export class RequestContext implements LoopState, CancelSlot {
   readonly requestId: string
   readonly startMs: number
   readonly endpoint: Endpoint
@@ -46,6 +49,13 @@ export class RequestContext {
   upstreamMs = 0
   error: string | null = null
   recorded = false
+  /** The attempt loop's held response and unused permit, released by the request's finalizer. */
+  held: LoopState["held"] = undefined
+  permit: LoopState["permit"] = undefined
+  /** Stops the attempt or relay the request is waiting on (its finalizer calls it on interruption). */
+  cancel: (() => void) | undefined = undefined
+  /** The meter of a stream that was committed and not yet closed (the finalizer closes it). */
+  openStream: StreamMeter | undefined = undefined
 
   constructor(requestId: string, startMs: number, endpoint: Endpoint, api: ApiFormat, principal: Principal) {
     this.requestId = requestId

@@ -1,6 +1,6 @@
 import { Effect } from "effect"
 import type { ServerResponse } from "node:http"
-import { closeBody, type AttemptResponse } from "./attempt.js"
+import { closeBody, type AttemptResponse, type CancelSlot } from "./attempt.js"
 import type { Deadlines, TimeoutKind } from "./Deadlines.js"
 
 /** How a committed relay ended. Client disconnects are not here: they interrupt the request fiber. */
@@ -35,7 +35,7 @@ const endOfTimeout = (kind: TimeoutKind): RelayEnd =>
  * as it arrives, with backpressure (a `false` from `write` pauses the
  * upstream until `drain`; undici then stops reading the socket once its
  * one 32 KiB buffer is full). Plain callbacks per chunk; one `Effect.async`
- * for the whole body. The response is not ended here: the caller writes the
+ * for the whole body, whose canceler is left in `slot` (see `CancelSlot`). The response is not ended here: the caller writes the
  * usage record first.
  *
  * `holdLast` (for bodies that are not event streams) keeps each chunk until
@@ -49,6 +49,7 @@ export const relay = (
   response: AttemptResponse,
   res: ServerResponse,
   observe: Observer,
+  slot: CancelSlot,
   holdLast = false,
 ): Effect.Effect<RelayEnd> =>
   Effect.async<RelayEnd>((resume) => {
@@ -58,6 +59,7 @@ export const relay = (
     const stop = (destroy: boolean, keepOpen = false): boolean => {
       if (done) return false
       done = true
+      slot.cancel = undefined
       if (!keepOpen) deadlines.unregister(deadline)
       body.off("data", onData)
       body.off("end", onEnd)
@@ -83,6 +85,11 @@ export const relay = (
           // Timeouts keep running while the caller extends the reservation; the next relay sees them.
           deadline.expire = (kind) => {
             deadline.expired = kind
+          }
+          // Interrupted while the caller extends: the paused upstream body is closed by the finalizer.
+          slot.cancel = () => {
+            deadlines.unregister(deadline)
+            closeBody(body)
           }
           resume(Effect.succeed(PAUSED))
         }
@@ -127,5 +134,6 @@ export const relay = (
     body.on("error", onError)
     res.on("drain", onDrain)
     if (deadline.waitingForClientSince === 0) body.resume()
-    return Effect.sync(() => void stop(true))
+    // Interruption (the client left, or the drain): the request's finalizer stops the relay.
+    slot.cancel = () => void stop(true)
   })

@@ -1,4 +1,4 @@
-import { Effect, Either } from "effect"
+import { Effect } from "effect"
 import type { ServerResponse } from "node:http"
 import type { PriceEntry, RouteConfig, TargetConfig } from "../config/model.js"
 import type { ProviderAdapter } from "../providers/adapter.js"
@@ -7,7 +7,7 @@ import type { Breakers, Outcome, Permit } from "../reliability/Breakers.js"
 import type { TelemetryService } from "../ops/Telemetry.js"
 import type { RetryBudget } from "../reliability/RetryBudget.js"
 import { parseRetryAfter, ruleForInbandError, ruleForStatus, type Rule } from "../reliability/rules.js"
-import { closeBody, sendAttempt, type AttemptResponse } from "./attempt.js"
+import { AttemptFailed, closeBody, sendAttempt, type AttemptResponse } from "./attempt.js"
 import { targetEstimate } from "./admission.js"
 import type { RequestContext } from "./context.js"
 import type { Deadlines } from "./Deadlines.js"
@@ -21,8 +21,8 @@ interface Held {
   readonly adapter: ProviderAdapter
 }
 
-/** What must be released if the loop ends early (interruption, defect). */
-interface LoopState {
+/** What must be released if the loop ends early (interruption, defect): kept on the request context. */
+export interface LoopState {
   held: Held | undefined
   permit: Permit | undefined
 }
@@ -70,13 +70,16 @@ export interface RouteDeps {
 export const makeRunRoute = (deps: RouteDeps) => {
   const { price, providers, deadlines, breakers, retryBudget, telemetry } = deps
 
-  const release = (state: LoopState) =>
-    Effect.sync(() => {
-      if (state.held !== undefined) discard(state.held.response, deadlines)
-      if (state.permit !== undefined) breakers.record(state.permit, "neutral")
-      state.held = undefined
-      state.permit = undefined
-    })
+  /**
+   * Closes a held response and returns an unused breaker permit. The request's
+   * finalizer calls it (one finalizer per request instead of one per loop).
+   */
+  const release = (state: LoopState): void => {
+    if (state.held !== undefined) discard(state.held.response, deadlines)
+    if (state.permit !== undefined) breakers.record(state.permit, "neutral")
+    state.held = undefined
+    state.permit = undefined
+  }
 
   const serve = (ctx: RequestContext, held: Held, res: ServerResponse) => {
     ctx.target = held.target
@@ -126,26 +129,25 @@ export const makeRunRoute = (deps: RouteDeps) => {
         // The final attempt is named in the headers and the record even when it produced no response.
         ctx.target = target
         const sentAt = deadlines.now()
-        const result = yield* Effect.either(
-          sendAttempt(
-            deadlines,
-            adapter.dispatcher(route.timeouts.connectMs),
-            adapter.build(request, target.model),
-            route.timeouts,
-            RELAY_BUFFER_BYTES,
-            adapter.api,
-          ),
+        const result = yield* sendAttempt(
+          deadlines,
+          adapter.dispatcher(route.timeouts.connectMs),
+          adapter.build(request, target.model),
+          route.timeouts,
+          RELAY_BUFFER_BYTES,
+          adapter.api,
+          ctx,
         )
         const waited = deadlines.now() - sentAt
         ctx.upstreamMs += waited
-        if (Either.isLeft(result)) {
+        if (result instanceof AttemptFailed) {
           telemetry.attempt(target.provider, target.model, "failure", waited)
           state.permit = undefined
           breakers.record(permit, "failure")
-          outcomes.push({ ...target, outcome: "failed", reason: result.left.reason })
+          outcomes.push({ ...target, outcome: "failed", reason: result.reason })
           continue targets
         }
-        const response = result.right
+        const response = result
         const { rule, reason } = ruleFor(response)
         telemetry.attempt(target.provider, target.model, rule.outcome, waited)
         if (rule.decision === "serve" || rule.decision === "return") {
@@ -188,8 +190,15 @@ export const makeRunRoute = (deps: RouteDeps) => {
     })
   })
 
-  return (ctx: RequestContext, request: ParsedRequest, route: RouteConfig, res: ServerResponse) => {
-    const state: LoopState = { held: undefined, permit: undefined }
-    return Effect.ensuring(loop(ctx, request, route, res, state), release(state))
+  return {
+    /** Runs the loop; the caller's finalizer must `release(state)` (a held response, an unused permit). */
+    run: (
+      ctx: RequestContext,
+      request: ParsedRequest,
+      route: RouteConfig,
+      res: ServerResponse,
+      state: LoopState,
+    ) => loop(ctx, request, route, res, state),
+    release,
   }
 }

@@ -22,7 +22,7 @@ interface Cutoff {
 }
 
 /** What streamed past the last usage report may still be charged by the provider (ADR 0029). */
-const floorStreamedOutput = (meter: StreamMeter, maxTokens: number | undefined): void => {
+export const floorStreamedOutput = (meter: StreamMeter, maxTokens: number | undefined): void => {
   meter.usage.outputTokens = Math.max(meter.usage.outputTokens, streamedOutput(meter, maxTokens))
 }
 
@@ -107,19 +107,24 @@ export const makeServeResponse = (
     res.writeHead(response.status, relayHeaders(ctx, response.headers, deadlines.now(), meter !== undefined))
     ctx.committed = true
     ctx.committedMs = deadlines.now()
-    if (meter !== undefined) telemetry.streamOpened()
-    let end: RelayEnd | Cutoff = yield* relay(deadlines, response, res, observe, meter === undefined)
+    if (meter !== undefined) {
+      telemetry.streamOpened()
+      // Closed by the request's finalizer (telemetry, and the floor of a stream cut short).
+      ctx.openStream = meter
+    }
+    let end: RelayEnd | Cutoff = yield* relay(deadlines, response, res, observe, ctx, meter === undefined)
     while (end._tag === "Paused" && cutoff !== undefined) {
       const extended = yield* limits.extend(ctx.admission!, Math.max(cutoff.needed(), ctx.targetEstimate, 1))
       if (extended !== "extended") {
         // The approximate cutoff (ADR 0029): stop reading upstream and end the stream.
+        ctx.cancel = undefined
         deadlines.unregister(response.deadline)
         closeBody(response.body)
         ctx.error = extended === "refused" ? "budget_exceeded" : "store_unavailable"
         end = { _tag: "Cutoff" }
         break
       }
-      end = yield* relay(deadlines, response, res, observe)
+      end = yield* relay(deadlines, response, res, observe, ctx)
     }
     if (meter !== undefined) {
       meter.end()
@@ -178,16 +183,5 @@ export const makeServeResponse = (
     else res.end()
     return outcome
   })
-  return (ctx: RequestContext, adapter: ProviderAdapter, response: AttemptResponse, res: ServerResponse) => {
-    const meter = response.meter
-    if (meter === undefined) return serve(ctx, adapter, response, res)
-    return Effect.ensuring(
-      serve(ctx, adapter, response, res),
-      Effect.sync(() => {
-        telemetry.streamClosed()
-        // A client that went away mid-stream: the record (written by the caller) still charges what streamed.
-        if (!ctx.recorded) floorStreamedOutput(meter, ctx.request?.maxTokens)
-      }),
-    )
-  }
+  return serve
 }

@@ -149,13 +149,54 @@ export const make = (
       return { via: "local" as const, result }
     })
 
-  const admit = Effect.fnUntraced(function* (input: AdmissionInput) {
-    const t = now()
-    const tenant = input.tenant
-    let outcome: { via: "store" | "local"; result: Admitted | Refused }
-    if (t < localUntil) outcome = yield* admitLocal(input, t)
-    else {
-      const attempt = yield* Effect.either(
+  /** The admission of an answered store (or local) call: a refusal fails, soft budgets passed are logged. */
+  const conclude = (
+    input: AdmissionInput,
+    via: "store" | "local",
+    result: Admitted | Refused,
+  ): Effect.Effect<Admission, RateLimited | BudgetExceeded> => {
+    if (result._tag === "Refused") return Effect.fail(refusal(result, input))
+    const admission: Admission = {
+      via,
+      tenant: input.tenant,
+      admitted: result,
+      headers: rateHeaders(result.requests, result.tokens),
+      tokenCost: input.tokenCost,
+      sessionId: input.sessionId,
+      reserved: via === "store" ? input.reserve : 0,
+      settled: false,
+    }
+    if (result.softExceeded.length === 0) return Effect.succeed(admission)
+    return Effect.as(
+      Effect.forEach(
+        result.softExceeded,
+        (budget) =>
+          Effect.logWarning("soft budget exceeded").pipe(
+            Effect.annotateLogs({ tenant: input.tenant.name, budget, session: input.sessionId ?? null }),
+          ),
+        { discard: true },
+      ),
+      admission,
+    )
+  }
+
+  const fallBackToLocal = (input: AdmissionInput, t: number, message: string) =>
+    Effect.zipRight(
+      markDown(message),
+      Effect.flatMap(admitLocal(input, t), (outcome) => conclude(input, "local", outcome.result)),
+    )
+
+  // Plain combinators rather than a generator: this runs once per request, and each generator step is a few
+  // more operations of the request fiber.
+  const admit = (
+    input: AdmissionInput,
+  ): Effect.Effect<Admission, RateLimited | BudgetExceeded | StoreUnavailable> =>
+    Effect.suspend(() => {
+      const t = now()
+      if (t < localUntil)
+        return Effect.flatMap(admitLocal(input, t), (outcome) => conclude(input, "local", outcome.result))
+      const tenant = input.tenant
+      return Effect.matchEffect(
         store.admit({
           tenant: tenant.name,
           now: t,
@@ -170,33 +211,15 @@ export const make = (
               ? undefined
               : { id: input.sessionId, budget: check(tenant.budgets.session) },
         }),
+        {
+          onFailure: (error) => fallBackToLocal(input, t, error.message),
+          onSuccess: (result) => {
+            healthy = true
+            return conclude(input, "store", result)
+          },
+        },
       )
-      if (attempt._tag === "Left") {
-        yield* markDown(attempt.left.message)
-        outcome = yield* admitLocal(input, t)
-      } else {
-        healthy = true
-        outcome = { via: "store", result: attempt.right }
-      }
-    }
-    const result = outcome.result
-    if (result._tag === "Refused") return yield* refusal(result, input)
-    for (const budget of result.softExceeded) {
-      yield* Effect.logWarning("soft budget exceeded").pipe(
-        Effect.annotateLogs({ tenant: tenant.name, budget, session: input.sessionId ?? null }),
-      )
-    }
-    return {
-      via: outcome.via,
-      tenant,
-      admitted: result,
-      headers: rateHeaders(result.requests, result.tokens),
-      tokenCost: input.tokenCost,
-      sessionId: input.sessionId,
-      reserved: outcome.via === "store" ? input.reserve : 0,
-      settled: false,
-    } satisfies Admission
-  })
+    })
 
   const settle = (admission: Admission, cost: number, tokens: number): Effect.Effect<void> =>
     Effect.suspend(() => {
