@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto"
+import { hash } from "node:crypto"
 import type { IncomingHttpHeaders } from "node:http"
 import type { TenantConfig, TollgateConfig } from "../config/model.js"
 
@@ -32,6 +32,6 @@ export const makeAuthenticator = (config: TollgateConfig) => {
   return (headers: IncomingHttpHeaders): Principal | undefined => {
     const key = clientKey(headers)
     if (key === undefined) return undefined
-    return byHash.get(createHash("sha256").update(key).digest("hex"))
+    return byHash.get(hash("sha256", key, "hex"))
   }
 }

@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto"
+import { hash } from "node:crypto"
 import type { ApiFormat } from "../config/model.js"
 
 /** A session ID: 1 to 128 visible ASCII characters (`!` to `~`), no spaces. */
@@ -47,8 +47,6 @@ export const deriveSessionId = (
   const user = firstUser(messages)
   if (user === undefined) return undefined
   const system = api === "anthropic" ? body["system"] : openaiSystem(messages)
-  const digest = createHash("sha256")
-    .update(JSON.stringify([tenant, system ?? null, user]))
-    .digest("hex")
+  const digest = hash("sha256", JSON.stringify([tenant, system ?? null, user]), "hex")
   return `d-${digest.slice(0, 24)}`
 }

@@ -81,10 +81,24 @@ const make = Effect.fnUntraced(function* (file: string) {
    * next attempt and the file is closed (reopened by the next write); the
    * error is returned.
    */
-  const writeOut = (line: Buffer | undefined): Error | undefined => {
+  const writeOut = (line: string | undefined): Error | undefined => {
+    if (line !== undefined && unwritten.length === 0 && prefix === "" && fd !== -1) {
+      // The usual case: one string, one write, no Buffer.
+      let written = 0
+      try {
+        written = fs.writeSync(fd, line)
+        if (written === Buffer.byteLength(line)) return undefined
+      } catch {
+        // handled below, like a short write
+      }
+      // A short write or an error: the whole line is kept and written again below, after a newline that
+      // ends whatever part of it reached the file (a torn line, which readers skip).
+      if (written > 0) prefix = "\n"
+    }
     if (line !== undefined) {
-      unwritten.push(line)
-      unwrittenBytes += line.length
+      const data = Buffer.from(line)
+      unwritten.push(data)
+      unwrittenBytes += data.length
     }
     if (unwritten.length === 0) return undefined
     const data =
@@ -155,7 +169,7 @@ const make = Effect.fnUntraced(function* (file: string) {
   // event-loop turn (tens of µs) and an asynchronous resume of the request (ADR 0030).
   const append = (record: UsageRecord): Effect.Effect<void> =>
     Effect.suspend(() => {
-      const error = writeOut(Buffer.from(encodeRecord(record)))
+      const error = writeOut(encodeRecord(record))
       if (error === undefined) return Effect.void
       const lost = trim()
       return Effect.logError("usage record not written").pipe(

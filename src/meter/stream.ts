@@ -81,6 +81,7 @@ abstract class Meter implements StreamMeter {
 
   private onEvent(event: string, data: string): void {
     if (this.failure !== undefined) return
+    if (this.fast(data)) return
     let parsed: unknown
     try {
       parsed = this.parse(data)
@@ -97,9 +98,102 @@ abstract class Meter implements StreamMeter {
   }
 
   protected abstract fold(event: string, data: unknown): void
+
+  /** Folds `data` without JSON.parse when it has a known exact shape; false: parse and fold it. */
+  protected fast(_data: string): boolean {
+    return false
+  }
+}
+
+const DELTA_PREFIX = '{"type":"content_block_delta","index":'
+/** The delta shapes of the fast path, each with the one string field that counts as output. */
+const DELTA_SHAPES = [
+  ',"delta":{"type":"text_delta","text":"',
+  ',"delta":{"type":"input_json_delta","partial_json":"',
+  ',"delta":{"type":"thinking_delta","thinking":"',
+]
+
+/** UTF-8 bytes of the character of one JSON escape (`\n`, `\u00e9`, …) at `at` (its backslash); -1 if invalid or a surrogate. */
+const escapeBytes = (data: string, at: number): number => {
+  const c = data.charCodeAt(at + 1)
+  if (c === 0x75) {
+    // \uXXXX
+    if (at + 6 > data.length) return -1
+    const hex = data.slice(at + 2, at + 6)
+    if (!/^[0-9a-fA-F]{4}$/.test(hex)) return -1
+    const unit = parseInt(hex, 16)
+    if (unit >= 0xd800 && unit <= 0xdfff) return -1
+    return unit < 0x80 ? 1 : unit < 0x800 ? 2 : 3
+  }
+  // \" \\ \/ \b \f \n \r \t
+  return c === 0x22 ||
+    c === 0x5c ||
+    c === 0x2f ||
+    c === 0x62 ||
+    c === 0x66 ||
+    c === 0x6e ||
+    c === 0x72 ||
+    c === 0x74
+    ? 1
+    : -1
+}
+
+/**
+ * The output bytes of an Anthropic `content_block_delta` event in the exact
+ * shape Anthropic sends — `{"type":"content_block_delta","index":N,"delta":
+ * {"type":"text_delta","text":"…"}}` (or `input_json_delta`/`partial_json`,
+ * `thinking_delta`/`thinking`), no whitespace — counted straight from the
+ * JSON text: the UTF-8 length of the decoded string, what `JSON.parse` plus
+ * `Buffer.byteLength` give. -1 for anything else (other shapes, whitespace,
+ * surrogates, invalid JSON): the caller parses it. Most events of a stream
+ * are these, and JSON.parse of each was a tenth of a stream's CPU.
+ */
+export const deltaOutputBytes = (data: string): number => {
+  if (!data.startsWith(DELTA_PREFIX)) return -1
+  let i = DELTA_PREFIX.length
+  const digits = i
+  while (i < data.length && data.charCodeAt(i) >= 0x30 && data.charCodeAt(i) <= 0x39) i++
+  const n = i - digits
+  if (n === 0 || n > 9 || (n > 1 && data.charCodeAt(digits) === 0x30)) return -1
+  let shape = ""
+  for (const candidate of DELTA_SHAPES) {
+    if (data.startsWith(candidate, i)) {
+      shape = candidate
+      break
+    }
+  }
+  if (shape === "") return -1
+  i += shape.length
+  let bytes = 0
+  const end = data.length
+  for (; i < end; i++) {
+    const c = data.charCodeAt(i)
+    if (c === 0x22) break
+    if (c === 0x5c) {
+      const b = escapeBytes(data, i)
+      if (b < 0) return -1
+      bytes += b
+      i += data.charCodeAt(i + 1) === 0x75 ? 5 : 1
+    } else if (c < 0x20) return -1
+    else if (c < 0x80) bytes += 1
+    else if (c < 0x800) bytes += 2
+    else if (c >= 0xd800 && c <= 0xdfff) return -1
+    else bytes += 3
+  }
+  // The string's closing quote, then exactly the two closing braces.
+  if (i + 3 !== end || data.charCodeAt(i + 1) !== 0x7d || data.charCodeAt(i + 2) !== 0x7d) return -1
+  return bytes
 }
 
 class AnthropicMeter extends Meter {
+  protected override fast(data: string): boolean {
+    const bytes = deltaOutputBytes(data)
+    if (bytes < 0) return false
+    this.contentStarted = true
+    this.outputChars += bytes
+    return true
+  }
+
   protected fold(event: string, data: unknown): void {
     if (!isObject(data)) return
     const type = typeof data["type"] === "string" ? data["type"] : event

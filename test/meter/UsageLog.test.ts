@@ -125,6 +125,31 @@ describe("UsageLog", () => {
   )
 })
 
+describe("UsageLog write errors", () => {
+  it.scopedLive("keeps the lines the file refused, tries them again first, and logs them at close", () =>
+    Effect.gen(function* () {
+      const messages: Array<{ message: unknown; annotations: Record<string, unknown> }> = []
+      const logger = Logger.make(({ message, annotations }) =>
+        messages.push({ message, annotations: Object.fromEntries(annotations) }),
+      )
+      // The layer's finalizer logs with the logger the layer was built with; the appends, with the default one.
+      const { log, scope } = yield* openLog("/dev/full").pipe(
+        Effect.provide(Logger.replace(Logger.defaultLogger, logger)),
+      )
+      yield* log.append(sampleRecord({ request_id: "one" }))
+      yield* log.append(sampleRecord({ request_id: "two" }))
+      yield* Scope.close(scope, Exit.void)
+      assert.strictEqual(messages.length, 1)
+      assert.deepStrictEqual(messages[0]!.message, ["usage records not written at shutdown"])
+      const records = messages[0]!.annotations["records"] as Array<string>
+      assert.deepStrictEqual(
+        records.map((line) => decodeRecord(line.trimEnd())?.request_id),
+        ["one", "two"],
+      )
+    }),
+  )
+})
+
 describe("readUsageFile", () => {
   it.effect("reads a missing file as empty", () =>
     Effect.gen(function* () {

@@ -1,0 +1,141 @@
+import fc from "fast-check"
+import { describe, expect, it } from "vitest"
+import { deltaOutputBytes, makeStreamMeter } from "../../src/meter/stream.js"
+
+/** What the meter counted before the fast path: JSON.parse, then the UTF-8 bytes of the delta's output field. */
+const parsedBytes = (data: string): number | "invalid" => {
+  let value: unknown
+  try {
+    value = JSON.parse(data)
+  } catch {
+    return "invalid"
+  }
+  const delta = (value as { delta?: Record<string, unknown> }).delta ?? {}
+  let bytes = 0
+  for (const key of ["text", "partial_json", "thinking"]) {
+    const v = delta[key]
+    if (typeof v === "string") bytes += Buffer.byteLength(v, "utf8")
+  }
+  return bytes
+}
+
+const shapes = [
+  ["text_delta", "text"],
+  ["input_json_delta", "partial_json"],
+  ["thinking_delta", "thinking"],
+] as const
+
+const event = (index: number, shape: number, text: string): string => {
+  const [type, field] = shapes[shape]!
+  return JSON.stringify({ type: "content_block_delta", index, delta: { type, [field]: text } })
+}
+
+const awkward = fc.constantFrom(
+  '"',
+  "\\",
+  "/",
+  "\n",
+  "\r",
+  "\t",
+  "\b",
+  "\f",
+  "\u0000",
+  "\u001f",
+  "é",
+  "€",
+  "😀",
+  "\ud800",
+  "\u2028",
+)
+const texts = fc.oneof(
+  fc.string({ unit: "grapheme" }),
+  fc.string({ unit: "binary" }),
+  fc.array(fc.oneof(awkward, fc.string()), { maxLength: 12 }).map((parts) => parts.join("")),
+)
+
+describe("the content_block_delta fast path", () => {
+  it("counts exactly what JSON.parse + Buffer.byteLength count, or declines", () => {
+    fc.assert(
+      fc.property(fc.nat(1000), fc.nat(2), texts, (index, shape, text) => {
+        const data = event(index, shape, text)
+        const fast = deltaOutputBytes(data)
+        const hasSurrogate = /[\ud800-\udfff]/.test(text)
+        if (hasSurrogate) expect(fast === -1 || fast === parsedBytes(data)).toBe(true)
+        else expect(fast).toBe(parsedBytes(data))
+      }),
+      { numRuns: 3000 },
+    )
+  })
+
+  it("declines every variant that is not valid JSON of that shape, so the parser still sees it", () => {
+    fc.assert(
+      fc.property(
+        fc.nat(1000),
+        fc.nat(2),
+        texts,
+        fc.nat(),
+        fc.string({ maxLength: 3 }),
+        (index, shape, text, at, insert) => {
+          const base = event(index, shape, text)
+          const cut = at % (base.length + 1)
+          for (const data of [
+            base.slice(0, cut),
+            base.slice(0, cut) + insert + base.slice(cut),
+            base.slice(0, cut) + base.slice(cut + 1),
+          ]) {
+            const fast = deltaOutputBytes(data)
+            const parsed = parsedBytes(data)
+            if (parsed === "invalid") expect(fast).toBe(-1)
+            else if (fast !== -1) expect(fast).toBe(parsed)
+          }
+        },
+      ),
+      { numRuns: 3000 },
+    )
+  })
+
+  it("declines other shapes: whitespace, other fields, other delta types, escapes in the keys, leading zeros", () => {
+    for (const data of [
+      '{"type": "content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"}}',
+      '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"},"x":1}',
+      '{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"abc"}}',
+      '{"type":"content_block_delta","index":01,"delta":{"type":"text_delta","text":"hi"}}',
+      '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi","citations":[]}}',
+      '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"}} ',
+      '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"\\uZZZZ"}}',
+    ]) {
+      expect(deltaOutputBytes(data)).toBe(-1)
+    }
+    expect(
+      deltaOutputBytes(
+        '{"type":"content_block_delta","index":12,"delta":{"type":"text_delta","text":"a\\n\\u00e9€"}}',
+      ),
+    ).toBe(1 + 1 + 2 + 3)
+  })
+
+  it("a stream of deltas meters the same whether or not each event takes the fast path", () => {
+    const stream = (pretty: boolean) =>
+      [
+        'event: message_start\ndata: {"type":"message_start","message":{"usage":{"input_tokens":7,"output_tokens":1}}}\n\n',
+        ...["Hello", " wörld", "\n", "😀", '"q"'].map(
+          (text, i) =>
+            `event: content_block_delta\ndata: ${JSON.stringify({ type: "content_block_delta", index: 0, delta: { type: "text_delta", text } }, null, pretty && i % 2 === 0 ? 1 : undefined).replace(/\n/g, "")}\n\n`,
+        ),
+        'event: message_delta\ndata: {"type":"message_delta","usage":{"output_tokens":9}}\n\n',
+        'event: message_stop\ndata: {"type":"message_stop"}\n\n',
+      ].join("")
+    const results = [false, true].map((pretty) => {
+      const meter = makeStreamMeter("anthropic")
+      meter.push(Buffer.from(stream(pretty)))
+      meter.end()
+      return {
+        chars: meter.outputChars,
+        started: meter.contentStarted,
+        finished: meter.finished,
+        usage: meter.usage,
+      }
+    })
+    expect(results[0]).toEqual(results[1])
+    expect(results[0]!.chars).toBe(Buffer.byteLength('Hello wörld\n😀"q"'))
+  })
+})
