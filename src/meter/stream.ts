@@ -113,6 +113,9 @@ const DELTA_SHAPES = [
   ',"delta":{"type":"thinking_delta","thinking":"',
 ]
 
+/** A backslash or a character JSON does not allow raw in a string. */
+const ESCAPE_OR_CONTROL = /[\u0000-\u001f\\]/
+
 /** UTF-8 bytes of the character of one JSON escape (`\n`, `\u00e9`, …) at `at` (its backslash); -1 if invalid or a surrogate. */
 const escapeBytes = (data: string, at: number): number => {
   const c = data.charCodeAt(at + 1)
@@ -164,8 +167,16 @@ export const deltaOutputBytes = (data: string): number => {
   }
   if (shape === "") return -1
   i += shape.length
-  let bytes = 0
   const end = data.length
+  const close = data.indexOf('"', i)
+  if (close < 0) return -1
+  // The usual text has no escape and no control character: it is its own decoded value.
+  const raw = data.slice(i, close)
+  if (!ESCAPE_OR_CONTROL.test(raw)) {
+    if (close + 3 !== end || data.charCodeAt(close + 1) !== 0x7d || data.charCodeAt(close + 2) !== 0x7d) return -1
+    return Buffer.byteLength(raw, "utf8")
+  }
+  let bytes = 0
   for (; i < end; i++) {
     const c = data.charCodeAt(i)
     if (c === 0x22) break
