@@ -14,7 +14,7 @@ import { Breakers } from "../reliability/Breakers.js"
 import { RetryBudget } from "../reliability/RetryBudget.js"
 import { makeAuthenticator } from "./auth.js"
 import { RequestContext } from "./context.js"
-import { makePriceBook, planAdmission } from "./admission.js"
+import { makePriceBook, planAdmission, type Plan } from "./admission.js"
 import { Deadlines } from "./Deadlines.js"
 import {
   BodyTooLarge,
@@ -107,6 +107,21 @@ export const layer = Layer.effect(
       return route
     }
 
+    /**
+     * Parse, route and admission plan, in a plain function so the parsed body
+     * is garbage once it returns (the request fiber never holds it).
+     */
+    const planRequest = (ctx: RequestContext, body: Buffer, req: IncomingMessage): Plan | GatewayError => {
+      const parsed = parseRequest(ctx.endpoint, body, req.headers)
+      if (parsed instanceof InvalidRequest) return parsed
+      const request = parsed.request
+      ctx.request = request
+      const route = resolveRoute(ctx, request)
+      if (route instanceof Error) return route
+      ctx.route = route
+      return planAdmission(config, price, ctx, request, parsed.json, route, req.headers)
+    }
+
     const serveResponse = makeServeResponse(deadlines, limits, telemetry, record)
     const { run: runRoute, release } = makeRunRoute({
       price,
@@ -125,14 +140,10 @@ export const layer = Layer.effect(
       body: Buffer | BodyTooLarge | InvalidRequest,
     ) {
       if (!Buffer.isBuffer(body)) return yield* body
-      const request = parseRequest(ctx.endpoint, body, req.headers)
-      if (request instanceof InvalidRequest) return yield* request
-      ctx.request = request
-      const route = resolveRoute(ctx, request)
-      if (route instanceof Error) return yield* Effect.fail(route)
-      ctx.route = route
-      const plan = planAdmission(config, price, ctx, request, route, req.headers)
-      if (plan instanceof InvalidRequest) return yield* plan
+      const plan = planRequest(ctx, body, req)
+      if (plan instanceof Error) return yield* Effect.fail(plan)
+      const request = ctx.request!
+      const route = ctx.route!
       // Uninterruptible up to the assignment: an admission that happened is settled, even if the client left.
       yield* Effect.uninterruptible(
         Effect.map(

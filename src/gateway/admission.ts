@@ -40,6 +40,7 @@ export const planAdmission = (
   price: (target: TargetConfig) => PriceEntry | undefined,
   ctx: RequestContext,
   request: ParsedRequest,
+  json: Readonly<Record<string, unknown>>,
   route: RouteConfig,
   headers: IncomingHttpHeaders,
 ): Plan | InvalidRequest => {
@@ -53,12 +54,12 @@ export const planAdmission = (
     }
     sessionId = explicit
   } else if (config.sessions.derive) {
-    sessionId = deriveSessionId(ctx.api, ctx.principal.tenant.name, request.json)
+    sessionId = deriveSessionId(ctx.api, ctx.principal.tenant.name, json)
   }
   ctx.session = sessionId ?? null
   if (request.endpoint === "/v1/messages/count_tokens") return { tokenCost: 0, reserve: 0, sessionId }
 
-  const input = estimateInputTokens(request.json)
+  const input = estimateInputTokens(json)
   const output = Math.min(
     request.maxTokens ?? config.reservation.outputTokens,
     config.reservation.outputTokens,

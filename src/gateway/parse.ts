@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders, IncomingMessage } from "node:http"
 import { BodyTooLarge, InvalidRequest } from "./errors.js"
-import type { Endpoint, ParsedRequest } from "./request.js"
+import type { Endpoint, Parsed } from "./request.js"
 
 /**
  * Reads the whole request body with plain callbacks (before the request's
@@ -59,7 +59,7 @@ export const parseRequest = (
   endpoint: Endpoint,
   raw: Buffer,
   headers: IncomingHttpHeaders,
-): ParsedRequest | InvalidRequest => {
+): Parsed | InvalidRequest => {
   let json: unknown
   try {
     json = JSON.parse(raw.toString("utf8"))
@@ -82,16 +82,24 @@ export const parseRequest = (
     endpoint === "/v1/chat/completions"
       ? (positiveInt(body["max_completion_tokens"]) ?? positiveInt(body["max_tokens"]))
       : positiveInt(body["max_tokens"])
+  const streamOptions = body["stream_options"]
   return {
-    endpoint,
-    raw,
+    request: {
+      endpoint,
+      raw,
+      model,
+      stream: stream === true && endpoint !== "/v1/messages/count_tokens",
+      maxTokens,
+      anthropicVersion: header(headers, "anthropic-version"),
+      anthropicBeta: header(headers, "anthropic-beta"),
+      accept: header(headers, "accept"),
+      streamOptions:
+        typeof streamOptions === "object" && streamOptions !== null && !Array.isArray(streamOptions)
+          ? (streamOptions as Record<string, unknown>)
+          : undefined,
+      hasAnthropicVersion: body["anthropic_version"] !== undefined,
+      fakeScenario: header(headers, "x-fake-scenario"),
+    },
     json: body,
-    model,
-    stream: stream === true && endpoint !== "/v1/messages/count_tokens",
-    maxTokens,
-    anthropicVersion: header(headers, "anthropic-version"),
-    anthropicBeta: header(headers, "anthropic-beta"),
-    accept: header(headers, "accept"),
-    fakeScenario: header(headers, "x-fake-scenario"),
   }
 }

@@ -173,7 +173,8 @@ export const deltaOutputBytes = (data: string): number => {
   // The usual text has no escape and no control character: it is its own decoded value.
   const raw = data.slice(i, close)
   if (!ESCAPE_OR_CONTROL.test(raw)) {
-    if (close + 3 !== end || data.charCodeAt(close + 1) !== 0x7d || data.charCodeAt(close + 2) !== 0x7d) return -1
+    if (close + 3 !== end || data.charCodeAt(close + 1) !== 0x7d || data.charCodeAt(close + 2) !== 0x7d)
+      return -1
     return Buffer.byteLength(raw, "utf8")
   }
   let bytes = 0

@@ -11,11 +11,8 @@ import { setMember } from "./patch.js"
 const patchBody = (request: ParsedRequest, model: string): Buffer => {
   let body = setMember(request.raw, "model", JSON.stringify(model))
   if (request.stream) {
-    const given = request.json["stream_options"]
-    const options =
-      typeof given === "object" && given !== null && !Array.isArray(given)
-        ? { ...(given as Record<string, unknown>), include_usage: true }
-        : { include_usage: true }
+    const given = request.streamOptions
+    const options = given !== undefined ? { ...given, include_usage: true } : { include_usage: true }
     body = setMember(body, "stream_options", JSON.stringify(options))
   }
   return body

@@ -19,7 +19,7 @@ export const buildVertex =
     delete headers["anthropic-version"]
     headers["authorization"] = `Bearer ${token()}`
     let body = removeMember(request.raw, "model")
-    if (request.json["anthropic_version"] === undefined) {
+    if (!request.hasAnthropicVersion) {
       body = setMember(body, "anthropic_version", JSON.stringify(VERTEX_ANTHROPIC_VERSION))
     }
     const verb = request.stream ? "streamRawPredict" : "rawPredict"
