@@ -52,6 +52,8 @@ export class RequestContext implements LoopState, CancelSlot {
   /** The attempt loop's held response and unused permit, released by the request's finalizer. */
   held: LoopState["held"] = undefined
   permit: LoopState["permit"] = undefined
+  /** Counted by OpenRequests (admitted and not yet done). */
+  openCounted = false
   /** Stops the attempt or relay the request is waiting on (its finalizer calls it on interruption). */
   cancel: (() => void) | undefined = undefined
   /** The meter of a stream that was committed and not yet closed (the finalizer closes it). */

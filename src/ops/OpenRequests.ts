@@ -50,7 +50,6 @@ const excessOf = (ctx: RequestContext): number | undefined => {
 
 export const make = () => {
   const byTenant = new Map<string, TenantOpen>()
-  const tracked = new WeakSet<RequestContext>()
   return {
     admitted: (ctx: RequestContext) => {
       if (ctx.endpoint === "/v1/messages/count_tokens") return
@@ -61,11 +60,13 @@ export const make = () => {
       t.open++
       if (excess === undefined) t.unbounded++
       else t.scaled += excess
-      tracked.add(ctx)
+      // A flag on the request rather than a WeakSet: weak collections cost the garbage collector extra
+      // work for every young object they hold.
+      ctx.openCounted = true
     },
     done: (ctx: RequestContext) => {
-      if (!tracked.has(ctx)) return
-      tracked.delete(ctx)
+      if (!ctx.openCounted) return
+      ctx.openCounted = false
       const t = byTenant.get(ctx.principal.tenant.name)
       if (t === undefined) return
       const excess = excessOf(ctx)
