@@ -57,7 +57,14 @@ const start = (store: Layer.Layer<Store>, extra: Record<string, unknown> = {}) =
   })
 
 /** Sends a request and destroys it `afterMs` after it was sent (or after the first response byte). */
-const sendAndLeave = (harness: Harness, path: string, body: unknown, afterMs: number, onFirstByte = false) =>
+const sendAndLeave = (
+  harness: Harness,
+  path: string,
+  body: unknown,
+  afterMs: number,
+  onFirstByte = false,
+  headers: Record<string, string> = {},
+) =>
   new Promise<void>((resolve) => {
     const req = request(`${harness.url}${path}`, {
       method: "POST",
@@ -65,6 +72,7 @@ const sendAndLeave = (harness: Harness, path: string, body: unknown, afterMs: nu
         "x-api-key": harness.key,
         authorization: `Bearer ${harness.key}`,
         "content-type": "application/json",
+        ...headers,
       },
     })
     req.on("response", (res) => {
@@ -132,6 +140,25 @@ describe("a slow limit store", () => {
     expect(text).toMatch(/event: error/)
     await eventually(() => h!.records().length === 1)
     expect(h.records()[0]).toMatchObject({ incomplete: true, error: "idle_timeout" })
+  })
+
+  it("a client that leaves while the cutoff waits for the store has its upstream stream closed", async () => {
+    const inner = makeMemoryStore()
+    h = await start(slow(inner, { extend: 1_000 }), { reservation: { output_tokens: 4 } })
+    const body = {
+      model: "claude",
+      max_tokens: 64,
+      stream: true,
+      messages: [{ role: "user", content: "hi" }],
+    }
+    // The fake sends 8 tokens and then holds the stream open; the relay pauses for an extension after ~4 of them,
+    // and the client leaves while the store takes 1 s to answer.
+    await sendAndLeave(h, "/v1/messages", body, 100, true, { "x-fake-scenario": "hang-after:8-tokens" })
+    const leftAt = performance.now()
+    await eventually(() => h!.fakes[0]!.requests().recent.at(-1)?.aborted === true, 1_000)
+    expect(performance.now() - leftAt).toBeLessThan(1_000)
+    await eventually(() => h!.records().length === 1, 3_000)
+    expect(h.records()[0]).toMatchObject({ incomplete: true, error: "client_disconnected" })
   })
 
   it("a stream whose max_tokens is fully reserved is never cut by the budget cutoff", async () => {
