@@ -27,6 +27,13 @@ export interface SseParser {
   readonly pendingBytes: number
   /** Bytes of memory held: pending data plus the capacity of the line buffer. */
   readonly heldBytes: number
+  /**
+   * True between events: past the first line, nothing pending (no partial
+   * line, no `event`/`data` line of an unfinished event, no CR waiting for its
+   * LF), not ended, not failed. A chunk that holds exactly one whole event can
+   * then be read by someone else without changing what this parser would do next.
+   */
+  readonly betweenEvents: boolean
 }
 
 const LF = 0x0a
@@ -61,6 +68,18 @@ class Parser implements SseParser {
 
   get pendingBytes(): number {
     return this.retained + this.lineLen
+  }
+
+  get betweenEvents(): boolean {
+    return (
+      !this.firstLine &&
+      !this.skipLF &&
+      this.lineLen === 0 &&
+      !this.hasData &&
+      this.eventType === "" &&
+      this.failure === undefined &&
+      !this.ended
+    )
   }
 
   get heldBytes(): number {

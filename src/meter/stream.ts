@@ -69,6 +69,11 @@ abstract class Meter implements StreamMeter {
     this.parser = makeSseParser((event, data) => this.onEvent(event, data))
   }
 
+  /** The parser is between two events (see `SseParser.betweenEvents`). */
+  protected betweenEvents(): boolean {
+    return this.parser.betweenEvents
+  }
+
   push(chunk: Uint8Array): void {
     if (this.failure !== undefined) return
     this.parser.push(chunk)
@@ -200,7 +205,66 @@ export const deltaOutputBytes = (data: string): number => {
   return bytes
 }
 
+const DELTA_EVENT_PREFIX = new Uint8Array(Buffer.from(`event: content_block_delta\ndata: ${DELTA_PREFIX}`))
+const DELTA_SHAPE_BYTES = DELTA_SHAPES.map((shape) => new Uint8Array(Buffer.from(shape)))
+const DELTA_EVENT_END = new Uint8Array(Buffer.from('"}}\n\n'))
+
+/**
+ * The output bytes of a chunk that is exactly one Anthropic text, JSON or
+ * thinking delta event — `event: content_block_delta`, its `data:` line in
+ * the shape `deltaOutputBytes` knows, LF line ends, ASCII text without
+ * escapes — read straight from the bytes, with no string made. -1 for any
+ * other chunk. The usual chunk of an Anthropic stream is one such event.
+ */
+export const deltaChunkBytes = (chunk: Uint8Array): number => {
+  const n = chunk.length
+  const prefix = DELTA_EVENT_PREFIX.length
+  // A loop in JavaScript rather than Buffer#compare: the native call costs more than these few bytes.
+  if (n < prefix + DELTA_EVENT_END.length || !bytesAt(chunk, 0, DELTA_EVENT_PREFIX)) return -1
+  let i = prefix
+  const digits = i
+  while (i < n && chunk[i]! >= 0x30 && chunk[i]! <= 0x39) i++
+  const count = i - digits
+  if (count === 0 || count > 9 || (count > 1 && chunk[digits] === 0x30)) return -1
+  let shape: Uint8Array | undefined
+  for (const candidate of DELTA_SHAPE_BYTES) {
+    if (bytesAt(chunk, i, candidate)) {
+      shape = candidate
+      break
+    }
+  }
+  if (shape === undefined) return -1
+  i += shape.length
+  const end = n - DELTA_EVENT_END.length
+  if (end < i || !bytesAt(chunk, end, DELTA_EVENT_END)) return -1
+  // The text: printable ASCII other than `"` and `\` is its own UTF-8 and its own decoded value.
+  for (let j = i; j < end; j++) {
+    const c = chunk[j]!
+    if (c < 0x20 || c === 0x22 || c === 0x5c || c >= 0x7f) return -1
+  }
+  return end - i
+}
+
+/** `bytes` stand in `chunk` at `at`. */
+const bytesAt = (chunk: Uint8Array, at: number, bytes: Uint8Array): boolean => {
+  if (at + bytes.length > chunk.length) return false
+  for (let k = 0; k < bytes.length; k++) if (chunk[at + k] !== bytes[k]) return false
+  return true
+}
+
 class AnthropicMeter extends Meter {
+  override push(chunk: Uint8Array): void {
+    if (this.failure === undefined && this.betweenEvents()) {
+      const bytes = deltaChunkBytes(chunk)
+      if (bytes >= 0) {
+        this.contentStarted = true
+        this.outputChars += bytes
+        return
+      }
+    }
+    super.push(chunk)
+  }
+
   protected override fast(data: string): boolean {
     const bytes = deltaOutputBytes(data)
     if (bytes < 0) return false

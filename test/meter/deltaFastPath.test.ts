@@ -1,6 +1,6 @@
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import { deltaOutputBytes, makeStreamMeter } from "../../src/meter/stream.js"
+import { deltaChunkBytes, deltaOutputBytes, makeStreamMeter } from "../../src/meter/stream.js"
 
 /** What the meter counted before the fast path: JSON.parse, then the UTF-8 bytes of the delta's output field. */
 const parsedBytes = (data: string): number | "invalid" => {
@@ -137,5 +137,72 @@ describe("the content_block_delta fast path", () => {
     })
     expect(results[0]).toEqual(results[1])
     expect(results[0]!.chars).toBe(Buffer.byteLength('Hello wörld\n😀"q"'))
+  })
+
+  it("a chunk that is exactly one delta event is counted from its bytes; anything else is declined", () => {
+    const one = (text: string, index = 0) =>
+      `event: content_block_delta\ndata: ${JSON.stringify({ type: "content_block_delta", index, delta: { type: "text_delta", text } })}\n\n`
+    expect(deltaChunkBytes(Buffer.from(one("tok1 ")))).toBe(5)
+    expect(deltaChunkBytes(Buffer.from(one("", 12)))).toBe(0)
+    for (const chunk of [
+      one("tok1 ").replace(/\n/g, "\r\n"),
+      one("tok1 ").slice(0, -1),
+      one("tok1 ") + one("tok2 "),
+      one("é"),
+      one('a"b'),
+      one("a\nb"),
+      one("tok1 ").replace("event: ", "event:"),
+      " " + one("tok1 "),
+    ]) {
+      expect(deltaChunkBytes(Buffer.from(chunk))).toBe(-1)
+    }
+  })
+
+  it("meters a stream the same however it is cut into chunks", () => {
+    const delta = (text: string) =>
+      `event: content_block_delta\ndata: ${JSON.stringify({ type: "content_block_delta", index: 0, delta: { type: "text_delta", text } })}\n\n`
+    fc.assert(
+      fc.property(
+        fc.array(texts, { minLength: 1, maxLength: 12 }),
+        fc.array(fc.nat(), { maxLength: 8 }),
+        (parts, cuts) => {
+          const events = [
+            'event: message_start\ndata: {"type":"message_start","message":{"usage":{"input_tokens":7,"output_tokens":1}}}\n\n',
+            'event: content_block_start\ndata: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}\n\n',
+            ...parts.map(delta),
+            'event: message_delta\ndata: {"type":"message_delta","usage":{"output_tokens":9}}\n\n',
+            'event: message_stop\ndata: {"type":"message_stop"}\n\n',
+          ]
+          const whole = Buffer.from(events.join(""))
+          const points = [...new Set(cuts.map((c) => c % (whole.length + 1)))].sort((a, b) => a - b)
+          const chunkings = [
+            events.map((e) => Buffer.from(e)),
+            [whole],
+            [0, ...points, whole.length]
+              .slice(1)
+              .map((end, i, ends) => whole.subarray(i === 0 ? 0 : ends[i - 1], end)),
+          ]
+          const results = chunkings.map((chunks) => {
+            const meter = makeStreamMeter("anthropic")
+            for (const chunk of chunks) meter.push(chunk)
+            meter.end()
+            return {
+              chars: meter.outputChars,
+              started: meter.contentStarted,
+              finished: meter.finished,
+              failure: meter.failure,
+              usage: { ...meter.usage },
+            }
+          })
+          const expected = parts.reduce((sum, text) => sum + Buffer.byteLength(text, "utf8"), 0)
+          for (const result of results) {
+            expect(result).toEqual(results[0])
+            expect(result.chars).toBe(expected)
+            expect(result.finished).toBe(true)
+          }
+        },
+      ),
+      { numRuns: 500 },
+    )
   })
 })
