@@ -76,21 +76,45 @@ export const layer = Layer.effect(
 
     /**
      * Settles the admission and appends the usage record, once per request,
-     * before the response ends. The settle is uninterruptible: a client that
-     * leaves while it is on its way to Redis must not lose the record.
+     * before the response ends. Uninterruptible from the moment it claims the
+     * record: a client that leaves while the settle is on its way to Redis
+     * (or at a cooperative yield) must not lose it.
      */
-    const record = (ctx: RequestContext): Effect.Effect<void> => {
-      if (ctx.recorded) return Effect.void
-      ctx.recorded = true
-      const admission = ctx.admission
-      if (admission === undefined) return writeRecord(ctx)
-      openRequests.done(ctx)
-      return Effect.uninterruptible(
-        Effect.zipRight(
-          limits.settle(admission, ctx.cost(), ctx.settledTokens()),
-          Effect.suspend(() => writeRecord(ctx)),
-        ),
+    const record = (ctx: RequestContext): Effect.Effect<void> =>
+      Effect.uninterruptible(
+        Effect.suspend(() => {
+          if (ctx.recorded) return Effect.void
+          ctx.recorded = true
+          const admission = ctx.admission
+          if (admission === undefined) return writeRecord(ctx)
+          openRequests.done(ctx)
+          return Effect.zipRight(
+            limits.settle(admission, ctx.cost(), ctx.settledTokens()),
+            Effect.suspend(() => writeRecord(ctx)),
+          )
+        }),
       )
+
+    /**
+     * Stops what the request still waits on and closes what it holds: the
+     * attempt or relay in progress (aborting the upstream request), a held
+     * error response, an unused breaker permit, and an open stream — whose
+     * record, if not yet written, charges at least what streamed. Idempotent;
+     * the finalizer runs it, and so does a failure before it writes the record.
+     */
+    const closeRequest = (ctx: RequestContext): void => {
+      const cancel = ctx.cancel
+      if (cancel !== undefined) {
+        ctx.cancel = undefined
+        cancel()
+      }
+      release(ctx)
+      const meter = ctx.openStream
+      if (meter !== undefined) {
+        ctx.openStream = undefined
+        telemetry.streamClosed()
+        if (!ctx.recorded) floorStreamedOutput(meter, ctx.request?.maxTokens)
+      }
     }
 
     const resolveRoute = (ctx: RequestContext, request: ParsedRequest): RouteConfig | GatewayError => {
@@ -174,6 +198,8 @@ export const layer = Layer.effect(
 
     const fail = (ctx: RequestContext, res: ServerResponse, error: GatewayError) =>
       Effect.suspend(() => {
+        // A failure inside a committed stream: the record below charges at least what streamed.
+        closeRequest(ctx)
         const rendered = renderError(ctx.api, error)
         if (!ctx.committed && (res.destroyed || res.socket?.destroyed === true)) {
           // The client went away before any answer (for example mid-upload): nobody gets the error.
@@ -182,7 +208,10 @@ export const layer = Layer.effect(
           return record(ctx)
         }
         if (ctx.committed) {
-          // A failure inside Tollgate after the first byte: a stream still gets its error event.
+          // A failure inside Tollgate after the first byte: the response is cut short (the record says so),
+          // and a stream still gets its error event.
+          ctx.incomplete = true
+          ctx.error ??= errorCode(error)
           if (ctx.request?.stream === true && !res.writableEnded && !res.destroyed) {
             return Effect.zipRight(
               record(ctx),
@@ -225,21 +254,11 @@ export const layer = Layer.effect(
         // writes the record of a request that ended without one (interrupted by a disconnect or the drain).
         Effect.ensuring(
           Effect.suspend(() => {
-            const cancel = ctx.cancel
-            if (cancel !== undefined) {
-              // Interrupted while waiting on an attempt or the relay: abort the upstream request.
-              ctx.cancel = undefined
-              cancel()
-            }
-            release(ctx)
-            const meter = ctx.openStream
-            if (meter !== undefined) {
-              ctx.openStream = undefined
-              telemetry.streamClosed()
-              // A client that went away mid-stream: the record still charges what streamed.
-              if (!ctx.recorded) floorStreamedOutput(meter, ctx.request?.maxTokens)
-            }
-            if (ctx.recorded) return Effect.void
+            // Interrupted while waiting on an attempt or the relay: this aborts the upstream request.
+            closeRequest(ctx)
+            // Interrupted by the drain after the record was written but before the response ended.
+            if (ctx.recorded)
+              return shutdown.has(ctx) ? Effect.sync(() => endForShutdown(ctx, res)) : Effect.void
             ctx.incomplete = ctx.committed
             ctx.error ??= shutdown.has(ctx) ? "shutdown" : "client_disconnected"
             // A drain that cut a request before its response answers 503 (endForShutdown); a client that left, 499.

@@ -150,6 +150,8 @@ export const makeServeResponse = (
             ? "client_stalled"
             : "stream_ended_early"
       if (meter === undefined || end._tag === "ClientStalled") {
+        // A stream the client stopped reading: what streamed may still be charged by the provider (ADR 0029).
+        if (meter !== undefined) floorStreamedOutput(meter, ctx.request?.maxTokens)
         yield* record(ctx)
         res.destroy()
         return outcome

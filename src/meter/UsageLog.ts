@@ -69,31 +69,43 @@ const make = Effect.fnUntraced(function* (file: string) {
     try: () => fs.openSync(file, "a"),
     catch: (cause) => new UsageFileError({ file, operation: "open", message: errorMessage(cause) }),
   })
-  /** Whole lines the OS has not taken yet (after a write error), written before the next record. */
+  /** Lines the OS has not taken yet (after a write error), written before the next record. */
   let unwritten: Array<Buffer> = []
   let unwrittenBytes = 0
-  /** "\n" when the file may end in a torn line: after a crash, or after a write error. */
+  /** Bytes of `unwritten[0]` already in the file (a write that stopped inside it): the rest continues it. */
+  let headWritten = 0
+  /** "\n" when the file may end in a torn line: after a crash, or after a line had to be given up. */
   let prefix = needsNewline ? "\n" : ""
 
+  /** `fs.writeSync` that treats a write of 0 bytes as an error (it would loop for ever). */
+  const writeSome = (data: Buffer | string, offset?: number): number => {
+    const n = typeof data === "string" ? fs.writeSync(fd, data) : fs.writeSync(fd, data, offset)
+    if (n <= 0) throw new Error("the file took 0 bytes")
+    return n
+  }
+
   /**
-   * Writes the unwritten lines and `line` with one write (short writes are
-   * continued). On an error, every line not wholly written is kept for the
-   * next attempt and the file is closed (reopened by the next write); the
-   * error is returned.
+   * Writes the unwritten lines, then `line`. A short write is continued at
+   * once; on an error the bytes not yet in the file are kept, the file is
+   * closed (reopened by the next write, in append mode, so what is kept
+   * continues where the file stopped) and the error is returned. No line is
+   * written twice and none is torn while the file stays the same.
    */
   const writeOut = (line: string | undefined): Error | undefined => {
     if (line !== undefined && unwritten.length === 0 && prefix === "" && fd !== -1) {
       // The usual case: one string, one write, no Buffer.
       let written = 0
       try {
-        written = fs.writeSync(fd, line)
-        if (written === Buffer.byteLength(line)) return undefined
+        written = writeSome(line)
       } catch {
-        // handled below, like a short write
+        // kept below; the write after it reports the error
       }
-      // A short write or an error: the whole line is kept and written again below, after a newline that
-      // ends whatever part of it reached the file (a torn line, which readers skip).
-      if (written > 0) prefix = "\n"
+      if (written === Buffer.byteLength(line)) return undefined
+      const data = Buffer.from(line)
+      unwritten.push(data)
+      unwrittenBytes += data.length
+      headWritten = written
+      line = undefined
     }
     if (line !== undefined) {
       const data = Buffer.from(line)
@@ -101,29 +113,35 @@ const make = Effect.fnUntraced(function* (file: string) {
       unwrittenBytes += data.length
     }
     if (unwritten.length === 0) return undefined
-    const data =
-      prefix === "" && unwritten.length === 1
-        ? unwritten[0]!
-        : Buffer.concat([Buffer.from(prefix), ...unwritten])
+    const first = headWritten > 0 ? unwritten[0]!.subarray(headWritten) : unwritten[0]!
+    const parts =
+      prefix === "" ? [first, ...unwritten.slice(1)] : [Buffer.from(prefix), first, ...unwritten.slice(1)]
+    const data = parts.length === 1 ? parts[0]! : Buffer.concat(parts)
     let offset = 0
     try {
       if (fd === -1) fd = fs.openSync(file, "a")
-      while (offset < data.length) offset += fs.writeSync(fd, data, offset)
+      while (offset < data.length) offset += writeSome(data, offset)
       unwritten = []
       unwrittenBytes = 0
+      headWritten = 0
       prefix = ""
       return undefined
     } catch (cause) {
-      if (offset > 0) {
-        // Part of the data reached the file: drop the lines that did, keep the rest, and start the next write on
-        // a new line (a torn line is skipped when the file is read).
-        let kept = offset - prefix.length
-        while (unwritten.length > 0 && kept >= unwritten[0]!.length) {
-          kept -= unwritten[0]!.length
-          unwrittenBytes -= unwritten.shift()!.length
+      // Drop what reached the file: the prefix, whole lines, and the start of the next line.
+      let done = offset
+      if (prefix !== "") {
+        if (done < prefix.length) done = 0
+        else {
+          done -= prefix.length
+          prefix = ""
         }
-        prefix = "\n"
       }
+      while (unwritten.length > 0 && done >= unwritten[0]!.length - headWritten) {
+        done -= unwritten[0]!.length - headWritten
+        unwrittenBytes -= unwritten.shift()!.length
+        headWritten = 0
+      }
+      if (unwritten.length > 0) headWritten += done
       if (fd !== -1) {
         try {
           fs.closeSync(fd)
@@ -136,13 +154,16 @@ const make = Effect.fnUntraced(function* (file: string) {
     }
   }
 
-  /** Gives up the oldest unwritten lines beyond `MAX_UNWRITTEN_BYTES`; returns how many. */
+  /** Gives up the oldest unwritten lines beyond `MAX_UNWRITTEN_BYTES`; returns them. */
   const trim = (): Array<Buffer> => {
     const lost: Array<Buffer> = []
     while (unwrittenBytes > MAX_UNWRITTEN_BYTES && unwritten.length > 1) {
       const line = unwritten.shift()!
       unwrittenBytes -= line.length
       lost.push(line)
+      // A line given up halfway leaves a torn line in the file: the next one starts on a new line.
+      if (headWritten > 0) prefix = "\n"
+      headWritten = 0
     }
     return lost
   }

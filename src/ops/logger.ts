@@ -26,18 +26,27 @@ export const CLOSE_WAIT = Duration.seconds(2)
 
 const ignore = () => {}
 
-/** Writes all of `chunk` to `fd`; a write error drops the chunk (there is nowhere left to report it). */
-const writeAllSync = (fd: number, chunk: string): void => {
+/**
+ * Writes all of `chunk` to `fd`; a write error drops what is left (there is
+ * nowhere left to report it) and returns true when a line was torn, so the
+ * next chunk starts on a new line.
+ */
+const writeAllSync = (fd: number, chunk: string): boolean => {
+  let offset = 0
+  let data: Buffer | undefined
   try {
-    let data: Buffer | undefined
-    let offset = 0
-    const written = fs.writeSync(fd, chunk)
-    if (written === Buffer.byteLength(chunk)) return
+    offset = fs.writeSync(fd, chunk)
+    if (offset === Buffer.byteLength(chunk)) return false
     data = Buffer.from(chunk)
-    offset = written
-    while (offset < data.length) offset += fs.writeSync(fd, data, offset)
+    while (offset < data.length) {
+      const n = fs.writeSync(fd, data, offset)
+      if (n <= 0) return offset > 0
+      offset += n
+    }
+    return false
   } catch {
     // stderr is gone or full: the lines are lost, the process goes on
+    return offset > 0
   }
 }
 
@@ -52,9 +61,10 @@ export const stderrTarget = (): LineTarget => {
   if (isFile) {
     // A file: one write(2) per event-loop turn, straight from the loop (~2 µs in the page cache). A
     // thread-pool write would cost a hand-off, a wake-up and a callback each turn (ADR 0030).
+    let torn = false
     return {
       write: (chunk, done) => {
-        writeAllSync(2, chunk)
+        torn = writeAllSync(2, torn ? "\n" + chunk : chunk)
         done()
       },
       backlog: () => 0,

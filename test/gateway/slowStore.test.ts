@@ -161,6 +161,39 @@ describe("a slow limit store", () => {
     expect(h.records()[0]).toMatchObject({ incomplete: true, error: "client_disconnected" })
   })
 
+  it("a defect inside a committed stream ends it with an error event, closes the upstream and charges what streamed", async () => {
+    const inner = makeMemoryStore()
+    const broken = Layer.succeed(
+      Store,
+      Store.of({ ...inner, extend: () => Effect.die(new Error("a bug in the store")) }),
+    )
+    h = await start(broken, { reservation: { output_tokens: 4 } })
+    const response = await fetch(`${h.url}/v1/messages`, {
+      method: "POST",
+      headers: {
+        "x-api-key": h.key,
+        "content-type": "application/json",
+        "x-fake-scenario": "hang-after:8-tokens",
+      },
+      body: JSON.stringify({
+        model: "claude",
+        max_tokens: 64,
+        stream: true,
+        messages: [{ role: "user", content: "hi" }],
+      }),
+    })
+    const text = await response.text()
+    expect(text).toMatch(/event: error/)
+    await eventually(() => h!.fakes[0]!.requests().recent.at(-1)?.aborted === true, 1_000)
+    await eventually(() => h!.records().length === 1)
+    const record = h.records()[0]!
+    // What streamed before the cutoff's extension: the text deltas' bytes / 4, rounded up, at least.
+    const streamed = [...text.matchAll(/"text":"([^"]*)"/g)].reduce((n, m) => n + Buffer.byteLength(m[1]!), 0)
+    expect(streamed).toBeGreaterThan(0)
+    expect(record).toMatchObject({ incomplete: true, error: "internal_error" })
+    expect(record.output_tokens).toBeGreaterThanOrEqual(Math.ceil(streamed / 4))
+  })
+
   it("a stream whose max_tokens is fully reserved is never cut by the budget cutoff", async () => {
     const inner = makeMemoryStore()
     // Just enough budget for the reservation of 16 output tokens; the fake's "tokN " text is ~1.4 estimated tokens each.
