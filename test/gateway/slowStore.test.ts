@@ -86,6 +86,23 @@ const sendAndLeave = (
     if (!onFirstByte) setTimeout(() => req.destroy(), afterMs)
   })
 
+/** A stream of `max_tokens` from a fake that sends 8 tokens and then holds the stream open. */
+const streamThatHangs = (harness: Harness, maxTokens: number) =>
+  fetch(`${harness.url}/v1/messages`, {
+    method: "POST",
+    headers: {
+      "x-api-key": harness.key,
+      "content-type": "application/json",
+      "x-fake-scenario": "hang-after:8-tokens",
+    },
+    body: JSON.stringify({
+      model: "claude",
+      max_tokens: maxTokens,
+      stream: true,
+      messages: [{ role: "user", content: "hi" }],
+    }),
+  })
+
 const state = (store: StoreService) => Effect.runPromise(store.tenantState("acme", Date.now()))
 
 describe("a slow limit store", () => {
@@ -119,20 +136,7 @@ describe("a slow limit store", () => {
       reservation: { output_tokens: 4 },
       timeouts: { idle: "300ms" },
     })
-    const response = await fetch(`${h.url}/v1/messages`, {
-      method: "POST",
-      headers: {
-        "x-api-key": h.key,
-        "content-type": "application/json",
-        "x-fake-scenario": "hang-after:8-tokens",
-      },
-      body: JSON.stringify({
-        model: "claude",
-        max_tokens: 16,
-        stream: true,
-        messages: [{ role: "user", content: "hi" }],
-      }),
-    })
+    const response = await streamThatHangs(h, 16)
     const text = await Promise.race([
       response.text(),
       new Promise<string>((resolve) => setTimeout(() => resolve("still open after 5 s"), 5_000)),
@@ -168,20 +172,7 @@ describe("a slow limit store", () => {
       Store.of({ ...inner, extend: () => Effect.die(new Error("a bug in the store")) }),
     )
     h = await start(broken, { reservation: { output_tokens: 4 } })
-    const response = await fetch(`${h.url}/v1/messages`, {
-      method: "POST",
-      headers: {
-        "x-api-key": h.key,
-        "content-type": "application/json",
-        "x-fake-scenario": "hang-after:8-tokens",
-      },
-      body: JSON.stringify({
-        model: "claude",
-        max_tokens: 64,
-        stream: true,
-        messages: [{ role: "user", content: "hi" }],
-      }),
-    })
+    const response = await streamThatHangs(h, 64)
     const text = await response.text()
     expect(text).toMatch(/event: error/)
     await eventually(() => h!.fakes[0]!.requests().recent.at(-1)?.aborted === true, 1_000)

@@ -40,6 +40,12 @@ const withLog = <A>(f: (log: UsageLog["Type"], file: string) => Effect.Effect<A>
     return text
   })
 
+const appendOneAndTwo = (log: UsageLog["Type"]) =>
+  Effect.zipRight(
+    log.append(sampleRecord({ request_id: "one" })),
+    log.append(sampleRecord({ request_id: "two" })),
+  )
+
 const ids = (text: string) =>
   text.split("\n").map((line) => (line === "" ? "" : (decodeRecord(line)?.request_id ?? "torn")))
 
@@ -75,12 +81,7 @@ describe("UsageLog on a disk that takes less than asked", () => {
     Effect.gen(function* () {
       plan.length = 0
       plan.push({ bytes: 30 }, "fail")
-      const text = yield* withLog((log) =>
-        Effect.zipRight(
-          log.append(sampleRecord({ request_id: "one" })),
-          log.append(sampleRecord({ request_id: "two" })),
-        ),
-      )
+      const text = yield* withLog(appendOneAndTwo)
       assert.deepStrictEqual(ids(text), ["one", "two", ""])
     }),
   )
@@ -89,12 +90,7 @@ describe("UsageLog on a disk that takes less than asked", () => {
     Effect.gen(function* () {
       plan.length = 0
       plan.push({ bytes: 0 }, { bytes: 0 })
-      const text = yield* withLog((log) =>
-        Effect.zipRight(
-          log.append(sampleRecord({ request_id: "one" })),
-          log.append(sampleRecord({ request_id: "two" })),
-        ),
-      )
+      const text = yield* withLog(appendOneAndTwo)
       assert.deepStrictEqual(ids(text), ["one", "two", ""])
     }),
   )
