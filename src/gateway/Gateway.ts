@@ -66,7 +66,7 @@ export const layer = Layer.effect(
     const authenticate = makeAuthenticator(config)
     const run = Runtime.runFork(yield* Effect.runtime<never>())
 
-    /** Appends the usage record and its log line; one Effect, usually the constant `Effect.void`. */
+    /** Appends the usage record and its log line (the metrics count the request as the line is built). */
     const writeRecord = (ctx: RequestContext): Effect.Effect<void> => {
       const line = ctx.toRecord(deadlines.now())
       const written = usageLog.append(line)
@@ -191,9 +191,9 @@ export const layer = Layer.effect(
             message: `model "${route.name}" has no direct Anthropic target for count_tokens`,
           })
         }
-        return yield* runRoute(ctx, request, { ...route, targets: [direct] }, res, ctx)
+        return yield* runRoute(ctx, request, { ...route, targets: [direct] }, res)
       }
-      return yield* runRoute(ctx, request, route, res, ctx)
+      return yield* runRoute(ctx, request, route, res)
     })
 
     const fail = (ctx: RequestContext, res: ServerResponse, error: GatewayError) =>

@@ -93,8 +93,9 @@ export const makeRunRoute = (deps: RouteDeps) => {
     request: ParsedRequest,
     route: RouteConfig,
     res: ServerResponse,
-    state: LoopState,
   ) {
+    // The context is the loop's state (`LoopState`): what it holds, the request's finalizer releases.
+    const state: LoopState = ctx
     retryBudget.recordRequest()
     const outcomes: Array<TargetOutcome> = []
     let blocked = 0
@@ -191,14 +192,8 @@ export const makeRunRoute = (deps: RouteDeps) => {
   })
 
   return {
-    /** Runs the loop; the caller's finalizer must `release(state)` (a held response, an unused permit). */
-    run: (
-      ctx: RequestContext,
-      request: ParsedRequest,
-      route: RouteConfig,
-      res: ServerResponse,
-      state: LoopState,
-    ) => loop(ctx, request, route, res, state),
+    /** Runs the loop; the request's finalizer must `release(ctx)` (a held response, an unused permit). */
+    run: loop,
     release,
   }
 }

@@ -1,4 +1,5 @@
 import { writeFileSync } from "node:fs"
+import type { UsageTotals } from "../../src/admin/query.js"
 import { encodeRecord, type UsageRecord } from "../../src/meter/record.js"
 
 /** Shared helpers of the admin tests. */
@@ -37,17 +38,8 @@ export const writeUsageFile = (file: string, records: ReadonlyArray<UsageRecord>
   writeFileSync(file, records.map(encodeRecord).join(""))
 }
 
-export interface Totals {
-  readonly requests: number
-  readonly input_tokens: number
-  readonly output_tokens: number
-  readonly cache_read_tokens: number
-  readonly cache_write_tokens: number
-  readonly cost_micro_usd: number
-}
-
 /** The totals that `/admin/usage` should report for `records`, summed the slow way. */
-export const sumRecords = (records: ReadonlyArray<UsageRecord>): Totals => ({
+export const sumRecords = (records: ReadonlyArray<UsageRecord>): UsageTotals => ({
   requests: records.length,
   input_tokens: records.reduce((s, r) => s + r.input_tokens, 0),
   output_tokens: records.reduce((s, r) => s + r.output_tokens, 0),
@@ -60,7 +52,7 @@ export const sumRecords = (records: ReadonlyArray<UsageRecord>): Totals => ({
 export const groupRecords = (
   records: ReadonlyArray<UsageRecord>,
   key: (r: UsageRecord) => string | null,
-): Array<Totals & { key: string | null }> => {
+): Array<UsageTotals & { key: string | null }> => {
   const groups = new Map<string | null, Array<UsageRecord>>()
   for (const r of records) groups.set(key(r), [...(groups.get(key(r)) ?? []), r])
   return [...groups]

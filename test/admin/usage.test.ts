@@ -1,3 +1,4 @@
+import type { UsageTotals } from "../../src/admin/query.js"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { generateKey, hashKey } from "../../src/keys/keys.js"
@@ -11,7 +12,6 @@ import {
   sumRecords,
   usageRecord,
   writeUsageFile,
-  type Totals,
 } from "./fixtures.js"
 
 /**
@@ -112,8 +112,8 @@ beforeAll(async () => {
 afterAll(() => h.close())
 
 interface UsageBody {
-  readonly totals: Totals
-  readonly groups?: ReadonlyArray<Totals & { key: string | null }>
+  readonly totals: UsageTotals
+  readonly groups?: ReadonlyArray<UsageTotals & { key: string | null }>
   readonly [key: string]: unknown
 }
 

@@ -5,7 +5,15 @@ import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { stringify } from "yaml"
 import { generateKey, hashKey } from "../../src/keys/keys.js"
-import { FAKEPROVIDER, runBinary, startBinary, TOLLGATE, type Running } from "../support/processes.js"
+import {
+  FAKEPROVIDER,
+  runBinary,
+  startBinary,
+  TOLLGATE,
+  startGateway,
+  GATEWAY_UPSTREAM_KEY_ENV,
+  type Running,
+} from "../support/processes.js"
 
 describe("the built binaries", () => {
   let fake: Running
@@ -16,27 +24,13 @@ describe("the built binaries", () => {
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "tollgate-e2e-"))
     fake = await startBinary(FAKEPROVIDER, ["-listen", "127.0.0.1:0", "--name", "primary"])
-    writeFileSync(
-      join(dir, "pricing.yaml"),
-      stringify({
-        prices: [{ model: "claude-sonnet-5-5", input: 3, output: 10, cache_read: 0.3, cache_write: 3.75 }],
-      }),
-    )
-    writeFileSync(
-      join(dir, "tollgate.yaml"),
-      stringify({
-        server: { listen: "127.0.0.1:0" },
-        usage: { file: "usage.jsonl" },
-        pricing: { file: "pricing.yaml" },
-        providers: { primary: { kind: "anthropic", base_url: fake.url, api_key_env: "E2E_UPSTREAM_KEY" } },
-        routes: {
-          claude: { api: "anthropic", targets: [{ provider: "primary", model: "claude-sonnet-5-5" }] },
-        },
-        tenants: { acme: { keys: [{ id: "ci", sha256: hashKey(key) }], routes: ["claude"] } },
-      }),
-    )
-    gateway = await startBinary(TOLLGATE, ["serve", "--config", join(dir, "tollgate.yaml")], {
-      E2E_UPSTREAM_KEY: "sk-e2e",
+    gateway = await startGateway({
+      dir,
+      upstreamUrl: fake.url,
+      keyHash: hashKey(key),
+      upstreamKey: "sk-e2e",
+      provider: "primary",
+      tenant: { routes: ["claude"] },
     })
   })
 
@@ -112,7 +106,9 @@ describe("the built binaries", () => {
 
   it("tollgate serve exits 0 on SIGTERM", async () => {
     const config = join(dir, "tollgate.yaml")
-    const second = await startBinary(TOLLGATE, ["serve", "--config", config], { E2E_UPSTREAM_KEY: "sk-e2e" })
+    const second = await startBinary(TOLLGATE, ["serve", "--config", config], {
+      [GATEWAY_UPSTREAM_KEY_ENV]: "sk-e2e",
+    })
     expect(await second.stop("SIGTERM")).toBe(0)
   })
 

@@ -1,10 +1,9 @@
 import { Effect, HashMap, List, Logger, LogLevel, Redacted } from "effect"
 import { randomBytes } from "node:crypto"
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs"
+import { existsSync, mkdtempSync, readFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { stringify } from "yaml"
 import { generateKey, hashKey } from "../../src/keys/keys.js"
 import type { UsageRecord } from "../../src/meter/record.js"
 import {
@@ -14,7 +13,7 @@ import {
   MAX_BACKLOG_BYTES,
   type LineTarget,
 } from "../../src/ops/logger.js"
-import { FAKEPROVIDER, startBinary, TOLLGATE, type Running } from "../support/processes.js"
+import { FAKEPROVIDER, startBinary, TOLLGATE, startGateway, type Running } from "../support/processes.js"
 
 const options = (
   message: unknown,
@@ -152,31 +151,13 @@ describe("logs of the built binary", () => {
     if (!existsSync(TOLLGATE)) throw new Error("bin/tollgate is missing: run `npm run build` first")
     dir = mkdtempSync(join(tmpdir(), "tollgate-logs-"))
     fake = await startBinary(FAKEPROVIDER, ["-listen", "127.0.0.1:0"])
-    writeFileSync(
-      join(dir, "pricing.yaml"),
-      stringify({
-        prices: [{ model: "claude-sonnet-5-5", input: 3, output: 10, cache_read: 0.3, cache_write: 3.75 }],
-      }),
-    )
-    writeFileSync(
-      join(dir, "tollgate.yaml"),
-      stringify({
-        server: { listen: "127.0.0.1:0", shutdown_grace: "2s" },
-        usage: { file: "usage.jsonl" },
-        pricing: { file: "pricing.yaml" },
-        providers: { fake: { kind: "anthropic", base_url: fake.url, api_key_env: "LOGS_UPSTREAM_KEY" } },
-        routes: { claude: { api: "anthropic", targets: [{ provider: "fake", model: "claude-sonnet-5-5" }] } },
-        tenants: {
-          acme: {
-            keys: [{ id: "ci", sha256: hashKey(clientKey) }],
-            routes: "*",
-            budgets: { month: { limit_usd: 0.000001, mode: "soft" } },
-          },
-        },
-      }),
-    )
-    gateway = await startBinary(TOLLGATE, ["serve", "--config", join(dir, "tollgate.yaml")], {
-      LOGS_UPSTREAM_KEY: upstreamKey,
+    gateway = await startGateway({
+      dir,
+      upstreamUrl: fake.url,
+      keyHash: hashKey(clientKey),
+      upstreamKey,
+      server: { shutdown_grace: "2s" },
+      tenant: { budgets: { month: { limit_usd: 0.000001, mode: "soft" } } },
     })
 
     expect((await post({ model: "claude" })).status).toBe(200)

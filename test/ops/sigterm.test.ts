@@ -1,10 +1,9 @@
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs"
+import { mkdtempSync, readFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
-import { stringify } from "yaml"
 import { generateKey, hashKey } from "../../src/keys/keys.js"
-import { FAKEPROVIDER, startBinary, TOLLGATE, type Running } from "../support/processes.js"
+import { FAKEPROVIDER, startBinary, startGateway, type Running } from "../support/processes.js"
 
 /** TestServeSIGTERM: the real signal to the built binary, with streams open. */
 
@@ -44,23 +43,13 @@ describe("TestServeSIGTERM", () => {
     const key = generateKey()
     const fake = await startBinary(FAKEPROVIDER, ["--listen", "127.0.0.1:0"])
     started.push(fake)
-    writeFileSync(
-      join(dir, "pricing.yaml"),
-      stringify({ prices: [{ model: "claude-sonnet-5-5", input: 3, output: 10 }] }),
-    )
-    writeFileSync(
-      join(dir, "tollgate.yaml"),
-      stringify({
-        server: { listen: "127.0.0.1:0", shutdown_grace: "2s" },
-        usage: { file: "usage.jsonl" },
-        pricing: { file: "pricing.yaml" },
-        providers: { a: { kind: "anthropic", base_url: fake.url, api_key_env: "SIGTERM_UPSTREAM_KEY" } },
-        routes: { claude: { api: "anthropic", targets: [{ provider: "a", model: "claude-sonnet-5-5" }] } },
-        tenants: { acme: { keys: [{ id: "ci", sha256: hashKey(key) }], routes: "*" } },
-      }),
-    )
-    const gateway = await startBinary(TOLLGATE, ["serve", "--config", join(dir, "tollgate.yaml")], {
-      SIGTERM_UPSTREAM_KEY: "sk-sigterm",
+    const gateway = await startGateway({
+      dir,
+      upstreamUrl: fake.url,
+      keyHash: hashKey(key),
+      upstreamKey: "sk-sigterm",
+      provider: "a",
+      server: { shutdown_grace: "2s" },
     })
     started.push(gateway)
 

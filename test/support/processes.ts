@@ -1,5 +1,7 @@
 import { spawn, type ChildProcess } from "node:child_process"
-import { resolve } from "node:path"
+import { writeFileSync } from "node:fs"
+import { join, resolve } from "node:path"
+import { stringify } from "yaml"
 
 export const ROOT = resolve(import.meta.dirname, "../..")
 export const TOLLGATE = resolve(ROOT, "bin/tollgate")
@@ -75,3 +77,50 @@ export const runBinary = (
     child.stderr.on("data", (c: Buffer) => (stderr += c.toString("utf8")))
     child.on("exit", (code) => done({ code, stdout, stderr }))
   })
+
+/** The upstream key variable of `startGateway`'s config. */
+export const GATEWAY_UPSTREAM_KEY_ENV = "TG_TEST_UPSTREAM_KEY"
+
+/**
+ * Writes `tollgate.yaml` and `pricing.yaml` into `dir` — one Anthropic
+ * provider `provider` at `upstreamUrl`, a route `claude` to its
+ * `claude-sonnet-5-5`, tenant `acme` with key id `ci` — and starts the built
+ * `tollgate serve` on it. `server` and `tenant` add to those sections.
+ */
+export const startGateway = (options: {
+  readonly dir: string
+  readonly upstreamUrl: string
+  readonly keyHash: string
+  readonly upstreamKey: string
+  readonly provider?: string
+  readonly server?: Record<string, unknown>
+  readonly tenant?: Record<string, unknown>
+}): Promise<Running> => {
+  const provider = options.provider ?? "fake"
+  writeFileSync(
+    join(options.dir, "pricing.yaml"),
+    stringify({
+      prices: [{ model: "claude-sonnet-5-5", input: 3, output: 10, cache_read: 0.3, cache_write: 3.75 }],
+    }),
+  )
+  writeFileSync(
+    join(options.dir, "tollgate.yaml"),
+    stringify({
+      server: { listen: "127.0.0.1:0", ...options.server },
+      usage: { file: "usage.jsonl" },
+      pricing: { file: "pricing.yaml" },
+      providers: {
+        [provider]: {
+          kind: "anthropic",
+          base_url: options.upstreamUrl,
+          api_key_env: GATEWAY_UPSTREAM_KEY_ENV,
+        },
+      },
+      routes: { claude: { api: "anthropic", targets: [{ provider, model: "claude-sonnet-5-5" }] } },
+      tenants: { acme: { keys: [{ id: "ci", sha256: options.keyHash }], routes: "*", ...options.tenant } },
+    }),
+  )
+  return startBinary(TOLLGATE, ["serve", "--config", join(options.dir, "tollgate.yaml")], {
+    [GATEWAY_UPSTREAM_KEY_ENV]: options.upstreamKey,
+  })
+}
