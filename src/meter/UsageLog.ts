@@ -54,7 +54,7 @@ const endsTorn = async (file: string): Promise<boolean> => {
 }
 
 /** Most bytes of records kept in memory while the file refuses writes (then the oldest are given up, logged). */
-export const MAX_UNWRITTEN_BYTES = 16 * 1024 * 1024
+const MAX_UNWRITTEN_BYTES = 16 * 1024 * 1024
 
 const make = Effect.fnUntraced(function* (file: string) {
   const needsNewline = yield* Effect.tryPromise({
