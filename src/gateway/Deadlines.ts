@@ -1,4 +1,5 @@
 import { Clock, Context, Duration, Effect, Layer } from "effect"
+import { IndexedList, type Listed } from "../ops/IndexedList.js"
 
 /** Which per-attempt timeout ran out. `client_write` is the relay's idle write deadline for a slow client. */
 export type TimeoutKind = "first_token" | "idle" | "total" | "client_write"
@@ -7,7 +8,7 @@ export type TimeoutKind = "first_token" | "idle" | "total" | "client_write"
  * The timing state of one attempt. The relay updates the fields directly
  * (plain writes per chunk, no Effect); the sweeper reads them.
  */
-export interface Deadline {
+export interface Deadline extends Listed {
   /** Epoch ms by which the first response body byte must arrive; `Infinity` once it has. */
   firstByteBy: number
   /** Epoch ms by which the whole attempt must end. */
@@ -61,14 +62,14 @@ export const layer = Layer.scoped(
   Deadlines,
   Effect.gen(function* () {
     const clock = yield* Effect.clock
-    const open = new Set<Deadline>()
+    const open = new IndexedList<Deadline>()
     const sweep = Effect.sync(() => {
       if (open.size === 0) return
       const now = clock.unsafeCurrentTimeMillis()
-      for (const d of open) {
+      for (const d of open.snapshot()) {
         const kind = overdue(d, now)
         if (kind !== undefined) {
-          open.delete(d)
+          open.remove(d)
           d.expire(kind)
         }
       }
@@ -80,11 +81,13 @@ export const layer = Layer.scoped(
     yield* Effect.forkScoped(Effect.forever(Effect.zipRight(tick, sweep)))
     return {
       now: () => clock.unsafeCurrentTimeMillis(),
-      register: (d: Deadline) => void open.add(d),
-      unregister: (d: Deadline) => void open.delete(d),
+      register: (d: Deadline) => open.add(d),
+      unregister: (d: Deadline) => open.remove(d),
       bufferedBytes: () => {
         let total = 0
-        for (const d of open) if (d.buffered !== undefined) total += d.buffered()
+        open.forEach((d) => {
+          if (d.buffered !== undefined) total += d.buffered()
+        })
         return total
       },
     }

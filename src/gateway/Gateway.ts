@@ -6,6 +6,7 @@ import type { RouteConfig } from "../config/model.js"
 import { renderError, streamErrorEvent } from "../http/errorBody.js"
 import { Limits } from "../limits/Limits.js"
 import { logRequest } from "../ops/logger.js"
+import { IndexedList } from "../ops/IndexedList.js"
 import { OpenRequests } from "../ops/OpenRequests.js"
 import { Telemetry } from "../ops/Telemetry.js"
 import { UsageLog } from "../meter/UsageLog.js"
@@ -16,6 +17,7 @@ import { makeAuthenticator } from "./auth.js"
 import { RequestContext } from "./context.js"
 import { makePriceBook, planAdmission, type Plan } from "./admission.js"
 import { Deadlines } from "./Deadlines.js"
+import { listRootFibers } from "./rootFibers.js"
 import {
   BodyTooLarge,
   Draining,
@@ -64,6 +66,8 @@ export const layer = Layer.effect(
     const openRequests = yield* OpenRequests
     const price = makePriceBook(config)
     const authenticate = makeAuthenticator(config)
+    // Request fibers without a hash-table entry each (ADR 0032): Effect's root fibers in a list, not a Set.
+    listRootFibers()
     const run = Runtime.runFork(yield* Effect.runtime<never>())
 
     /** Appends the usage record and its log line (the metrics count the request as the line is built). */
@@ -271,8 +275,8 @@ export const layer = Layer.effect(
         ),
       )
 
-    /** Requests in flight: what a drain waits for. */
-    const inflight = new Map<RequestContext, Fiber.RuntimeFiber<void>>()
+    /** Requests in flight (each with its fiber): what a drain waits for. */
+    const inflight = new IndexedList<RequestContext>()
     /** Requests the drain interrupted after `shutdown_grace`. */
     const shutdown = new WeakSet<RequestContext>()
     let draining = false
@@ -306,9 +310,9 @@ export const layer = Layer.effect(
           Effect.option,
         )
         if (finished._tag === "Some") return
-        const remaining = [...inflight.entries()]
-        for (const [ctx] of remaining) shutdown.add(ctx)
-        yield* Fiber.interruptAll(remaining.map(([, fiber]) => fiber))
+        const remaining = inflight.snapshot()
+        for (const ctx of remaining) shutdown.add(ctx)
+        yield* Fiber.interruptAll(remaining.flatMap((ctx) => (ctx.fiber === undefined ? [] : [ctx.fiber])))
       })
 
     const handle = (req: IncomingMessage, res: ServerResponse, endpoint: Endpoint): void => {
@@ -330,9 +334,11 @@ export const layer = Layer.effect(
     /** Forks the request's fiber: tracked for the drain, interrupted when the client goes away. */
     const start = (ctx: RequestContext, res: ServerResponse, effect: Effect.Effect<void>): void => {
       const fiber = run(effect)
-      inflight.set(ctx, fiber)
+      ctx.fiber = fiber
+      inflight.add(ctx)
       fiber.addObserver(() => {
-        inflight.delete(ctx)
+        inflight.remove(ctx)
+        ctx.fiber = undefined
         if (idle !== undefined && inflight.size === 0) Deferred.unsafeDone(idle, Exit.void)
       })
       res.on("close", () => {

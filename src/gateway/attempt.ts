@@ -116,6 +116,7 @@ export const sendAttempt = (
       idleMs: timeouts.idleMs,
       lastActivity: now,
       waitingForClientSince: 0,
+      listIndex: -1,
       expire: (kind) => fail(new AttemptFailed({ reason: kind, detail: `${kind} timeout` })),
     }
     deadlines.register(deadline)

@@ -1,3 +1,4 @@
+import type { Fiber } from "effect"
 import type { ApiFormat, PriceEntry, RouteConfig, TargetConfig } from "../config/model.js"
 import { costMicroUsd } from "../meter/cost.js"
 import type { Admission } from "../limits/Limits.js"
@@ -8,13 +9,14 @@ import type { Endpoint, ParsedRequest } from "./request.js"
 import type { LoopState } from "./runRoute.js"
 import type { CancelSlot } from "./attempt.js"
 import type { StreamMeter } from "../meter/stream.js"
+import type { Listed } from "../ops/IndexedList.js"
 
 /**
  * The mutable state of one request, filled in as it moves through the
  * gateway and read once, at the end, to write its usage record. One object
  * per request; no Effect per field.
  */
-export class RequestContext implements LoopState, CancelSlot {
+export class RequestContext implements LoopState, CancelSlot, Listed {
   readonly requestId: string
   readonly startMs: number
   readonly endpoint: Endpoint
@@ -56,6 +58,9 @@ export class RequestContext implements LoopState, CancelSlot {
   openCounted = false
   /** Stops the attempt or relay the request is waiting on (its finalizer calls it on interruption). */
   cancel: (() => void) | undefined = undefined
+  /** The request's fiber while it runs, and its place among the requests in flight (Gateway). */
+  fiber: Fiber.RuntimeFiber<void> | undefined = undefined
+  listIndex = -1
   /** The meter of a stream that was committed and not yet closed (the finalizer closes it). */
   openStream: StreamMeter | undefined = undefined
 
