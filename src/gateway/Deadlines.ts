@@ -67,6 +67,8 @@ export const layer = Layer.scoped(
       if (open.size === 0) return
       const now = clock.unsafeCurrentTimeMillis()
       for (const d of open.snapshot()) {
+        // An earlier deadline's expiry in this sweep may have settled this one.
+        if (d.listIndex === -1) continue
         const kind = overdue(d, now)
         if (kind !== undefined) {
           open.remove(d)

@@ -1,4 +1,4 @@
-import { Cause, Context, Deferred, Duration, Effect, Exit, Fiber, Layer, Runtime } from "effect"
+import { Cause, Context, Deferred, Duration, Effect, Exit, Fiber, FiberRef, Layer, Runtime } from "effect"
 import { randomUUID } from "node:crypto"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { Config } from "../config/Config.js"
@@ -18,6 +18,7 @@ import { RequestContext } from "./context.js"
 import { makePriceBook, planAdmission, type Plan } from "./admission.js"
 import { Deadlines } from "./Deadlines.js"
 import { listRootFibers } from "./rootFibers.js"
+import { makeSharedScheduler } from "./scheduler.js"
 import {
   BodyTooLarge,
   Draining,
@@ -66,9 +67,12 @@ export const layer = Layer.effect(
     const openRequests = yield* OpenRequests
     const price = makePriceBook(config)
     const authenticate = makeAuthenticator(config)
-    // Request fibers without a hash-table entry each (ADR 0032): Effect's root fibers in a list, not a Set.
+    // Request fibers without a hash-table entry each (ADR 0032): Effect's root fibers in a list, not a Set;
+    // and on one shared scheduler queue (ADR 0033).
     listRootFibers()
-    const run = Runtime.runFork(yield* Effect.runtime<never>())
+    const run = Runtime.runFork(
+      Runtime.setFiberRef(yield* Effect.runtime<never>(), FiberRef.currentScheduler, makeSharedScheduler()),
+    )
 
     /** Appends the usage record and its log line (the metrics count the request as the line is built). */
     const writeRecord = (ctx: RequestContext): Effect.Effect<void> => {

@@ -11,8 +11,9 @@ export interface Listed {
  * Why not a `Set` (ADR 0032): with a long-lived `Set` or `Map` taking one
  * entry per request or attempt, V8's young-generation collector promoted
  * much of what each request allocated to the old generation (measured with
- * `--trace-gc-nvp`: the attempts' deadlines in a `Set` alone, 18 % of all
- * bytes allocated; in this list, under 0.1 %).
+ * `--trace-gc-nvp`, with V8's pretenuring off as `bin/tollgate` runs: the
+ * attempts' deadlines in a `Set`, 18 % of all bytes allocated; in this
+ * list, under 0.1 %).
  */
 export class IndexedList<T extends Listed> {
   private readonly items: Array<T> = []

@@ -8,6 +8,16 @@ describe("listRootFibers", () => {
     expect(listRootFibers()).toBe(true)
   })
 
+  it("replaces an add that does what this module does in its place (an Effect upgrade that changes it fails here)", () => {
+    const store = (globalThis as Record<string, unknown>)["effect/GlobalValue"] as Map<symbol, object>
+    const scope = store.get(Symbol.for("effect/FiberScope/Global"))!
+    const original = (Object.getPrototypeOf(scope) as { add: () => void }).add
+    // Effect's own add: into the set, and out of it when the fiber ends; nothing else to keep.
+    expect(original.toString().replace(/\s+/g, "")).toBe(
+      "add(_runtimeFlags,child){this.roots.add(child);child.addObserver(()=>{this.roots.delete(child);});}",
+    )
+  })
+
   it("keeps Fiber.roots true: a forked fiber is listed while it runs and gone once it ended", async () => {
     expect(listRootFibers()).toBe(true)
     const before = (await Effect.runPromise(Fiber.roots)).length
