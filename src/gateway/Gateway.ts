@@ -5,7 +5,7 @@ import { Config } from "../config/Config.js"
 import type { RouteConfig } from "../config/model.js"
 import { renderError, streamErrorEvent } from "../http/errorBody.js"
 import { Limits } from "../limits/Limits.js"
-import { logRequest } from "../ops/logger.js"
+import { logRequest, writeRequestLine } from "../ops/logger.js"
 import { IndexedList } from "../ops/IndexedList.js"
 import { OpenRequests } from "../ops/OpenRequests.js"
 import { Telemetry } from "../ops/Telemetry.js"
@@ -76,10 +76,11 @@ export const layer = Layer.effect(
 
     /** Appends the usage record and its log line (the metrics count the request as the line is built). */
     const writeRecord = (ctx: RequestContext): Effect.Effect<void> => {
-      const line = ctx.toRecord(deadlines.now())
+      const now = deadlines.now()
+      const line = ctx.toRecord(now)
       const written = usageLog.append(line)
       telemetry.requestDone(ctx)
-      return Effect.zipRight(written, logRequest(line))
+      return writeRequestLine(line, now) ? written : Effect.zipRight(written, logRequest(line))
     }
 
     /**

@@ -202,6 +202,9 @@ const isoTime = (date: Date): string => {
   return lastIso
 }
 
+/** `isoTime` from epoch ms, without a `Date` when the millisecond did not change. */
+const isoTimeMs = (ms: number): string => (ms === lastMs ? lastIso : isoTime(new Date(ms)))
+
 /**
  * One log entry as a JSON line: `ts`, `level`, `message`, then the fields —
  * the annotations, and the keys of any plain object among the message parts
@@ -238,51 +241,87 @@ export const formatLine = (options: Logger.Logger.Options<unknown>): string => {
   return stringify(line) + "\n"
 }
 
+type JsonLogWriter = Pick<LineWriter, "write" | "takeDropped">
+
+/** Queues `line`, after a note of the lines dropped while stderr was not being read, if any. */
+const emit = (writer: JsonLogWriter, ms: number, line: string): void => {
+  const dropped = writer.takeDropped()
+  if (dropped > 0) {
+    writer.write(
+      stringify({
+        ts: isoTimeMs(ms),
+        level: "warn",
+        message: "log lines dropped: stderr was not being read",
+        dropped,
+      }) + "\n",
+    )
+  }
+  writer.write(line)
+}
+
 /** A logger that writes JSON lines to `writer`, noting lines dropped while stderr was not read. */
-export const makeJsonLogger = (writer: Pick<LineWriter, "write" | "takeDropped">) =>
-  Logger.make<unknown, void>((options) => {
-    const dropped = writer.takeDropped()
-    if (dropped > 0) {
-      writer.write(
-        stringify({
-          ts: options.date.toISOString(),
-          level: "warn",
-          message: "log lines dropped: stderr was not being read",
-          dropped,
-        }) + "\n",
-      )
-    }
-    writer.write(formatLine(options))
-  })
+export const makeJsonLogger = (writer: JsonLogWriter) =>
+  Logger.make<unknown, void>((options) => emit(writer, options.date.getTime(), formatLine(options)))
+
+/** The writer of the JSON logger while its layer is open: `writeRequestLine` writes to it directly. */
+let requestLineWriter: JsonLogWriter | undefined
 
 /** Replaces the default logger with JSON lines on stderr; closing the layer flushes them. */
 export const layer: Layer.Layer<never> = Layer.unwrapScoped(
   Effect.map(
     Effect.acquireRelease(
-      Effect.sync(() => makeLineWriter(stderrTarget())),
-      (writer) => writer.close,
+      Effect.sync(() => {
+        const writer = makeLineWriter(stderrTarget())
+        requestLineWriter = writer
+        return writer
+      }),
+      (writer) =>
+        Effect.zipRight(
+          Effect.sync(() => {
+            if (requestLineWriter === writer) requestLineWriter = undefined
+          }),
+          writer.close,
+        ),
     ),
     (writer) => Logger.replace(Logger.defaultLogger, makeJsonLogger(writer)),
   ),
 )
 
+/** The fields of the request line, from its usage record: never a key, a token or a prompt. */
+const requestFields = (record: UsageRecord) => ({
+  request_id: record.request_id,
+  tenant: record.tenant,
+  key_id: record.key_id,
+  route: record.route,
+  provider: record.provider,
+  model: record.model,
+  attempts: record.attempts,
+  status: record.status,
+  duration_ms: record.duration_ms,
+  cost_micro_usd: record.cost_micro_usd,
+  error: record.error,
+})
+
 /**
- * The one info line per request, from its usage record: ids, route, target,
- * attempts, status, duration and cost — never a key, a token or a prompt.
- * The fields ride in the message (see `formatLine`), not in `annotateLogs`:
- * this runs once per request.
+ * The one info line per request, through Effect's logger: ids, route,
+ * target, attempts, status, duration and cost. The fields ride in the
+ * message (see `formatLine`), not in `annotateLogs`.
  */
 export const logRequest = (record: UsageRecord): Effect.Effect<void> =>
-  Effect.logInfo("request", {
-    request_id: record.request_id,
-    tenant: record.tenant,
-    key_id: record.key_id,
-    route: record.route,
-    provider: record.provider,
-    model: record.model,
-    attempts: record.attempts,
-    status: record.status,
-    duration_ms: record.duration_ms,
-    cost_micro_usd: record.cost_micro_usd,
-    error: record.error,
-  })
+  Effect.logInfo("request", requestFields(record))
+
+/**
+ * Writes the request line straight to the JSON log when its layer is open,
+ * the same line `logRequest` would (request fibers carry no annotations or
+ * spans), and returns true; returns false when another logger is in place
+ * (the caller then uses `logRequest`). Once per request, so it skips
+ * Effect's logger: that copies the fiber's `FiberRef` map on every call.
+ * `ms`: the time of the line, epoch ms.
+ */
+export const writeRequestLine = (record: UsageRecord, ms: number): boolean => {
+  const writer = requestLineWriter
+  if (writer === undefined) return false
+  const line = { ts: isoTimeMs(ms), level: "info", message: "request", ...requestFields(record) }
+  emit(writer, ms, stringify(line) + "\n")
+  return true
+}
