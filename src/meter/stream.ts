@@ -209,19 +209,24 @@ const DELTA_EVENT_PREFIX = new Uint8Array(Buffer.from(`event: content_block_delt
 const DELTA_SHAPE_BYTES = DELTA_SHAPES.map((shape) => new Uint8Array(Buffer.from(shape)))
 const DELTA_EVENT_END = new Uint8Array(Buffer.from('"}}\n\n'))
 
+/** Where `deltaEventEnd` leaves the output bytes of the event it matched. */
+interface DeltaScan {
+  bytes: number
+}
+
 /**
- * The output bytes of a chunk that is exactly one Anthropic text, JSON or
- * thinking delta event — `event: content_block_delta`, its `data:` line in
- * the shape `deltaOutputBytes` knows, LF line ends, ASCII text without
- * escapes — read straight from the bytes, with no string made. -1 for any
- * other chunk. The usual chunk of an Anthropic stream is one such event.
+ * Matches one whole Anthropic text, JSON or thinking delta event starting at
+ * `at` — `event: content_block_delta`, its `data:` line in the shape
+ * `deltaOutputBytes` knows, LF line ends, ASCII text without escapes, the
+ * blank line — read straight from the bytes, with no string made. Returns
+ * the index just past the event, with its output bytes in `out.bytes`, or -1
+ * for anything else (the SSE parser then reads it).
  */
-export const deltaChunkBytes = (chunk: Uint8Array): number => {
+const deltaEventEnd = (chunk: Uint8Array, at: number, out: DeltaScan): number => {
   const n = chunk.length
-  const prefix = DELTA_EVENT_PREFIX.length
   // A loop in JavaScript rather than Buffer#compare: the native call costs more than these few bytes.
-  if (n < prefix + DELTA_EVENT_END.length || !bytesAt(chunk, 0, DELTA_EVENT_PREFIX)) return -1
-  let i = prefix
+  if (!bytesAt(chunk, at, DELTA_EVENT_PREFIX)) return -1
+  let i = at + DELTA_EVENT_PREFIX.length
   const digits = i
   while (i < n && chunk[i]! >= 0x30 && chunk[i]! <= 0x39) i++
   const count = i - digits
@@ -235,14 +240,34 @@ export const deltaChunkBytes = (chunk: Uint8Array): number => {
   }
   if (shape === undefined) return -1
   i += shape.length
-  const end = n - DELTA_EVENT_END.length
-  if (end < i || !bytesAt(chunk, end, DELTA_EVENT_END)) return -1
-  // The text: printable ASCII other than `"` and `\` is its own UTF-8 and its own decoded value.
-  for (let j = i; j < end; j++) {
-    const c = chunk[j]!
-    if (c < 0x20 || c === 0x22 || c === 0x5c || c >= 0x7f) return -1
+  const text = i
+  // The text: printable ASCII other than `"` and `\` is its own UTF-8 and its own decoded value. Its end is
+  // the first `"` (a `"` inside a JSON string is escaped, and an escape declines).
+  for (; i < n; i++) {
+    const c = chunk[i]!
+    if (c === 0x22) break
+    if (c < 0x20 || c === 0x5c || c >= 0x7f) return -1
   }
-  return end - i
+  if (!bytesAt(chunk, i, DELTA_EVENT_END)) return -1
+  out.bytes = i - text
+  return i + DELTA_EVENT_END.length
+}
+
+/**
+ * The output bytes of a chunk that is exactly one such delta event
+ * (`deltaEventEnd`), or -1 for any other chunk.
+ */
+export const deltaChunkBytes = (chunk: Uint8Array): number => {
+  const out = { bytes: 0 }
+  return deltaEventEnd(chunk, 0, out) === chunk.length ? out.bytes : -1
+}
+
+/** The index just past the first blank line (`\n\n`) at or after `at`, or -1. */
+const blankLineEnd = (chunk: Uint8Array, at: number): number => {
+  for (let i = at + 1; i < chunk.length; i++) {
+    if (chunk[i] === 0x0a && chunk[i - 1] === 0x0a) return i + 1
+  }
+  return -1
 }
 
 /** `bytes` stand in `chunk` at `at`. */
@@ -253,16 +278,32 @@ const bytesAt = (chunk: Uint8Array, at: number, bytes: Uint8Array): boolean => {
 }
 
 class AnthropicMeter extends Meter {
+  private readonly scan: DeltaScan = { bytes: 0 }
+
+  /**
+   * Delta events of the common shape are counted from their bytes
+   * (`deltaEventEnd`) wherever an event starts; everything else goes to the
+   * SSE parser, one event (up to its blank line) at a time, so the parser is
+   * between events again when the next delta is looked at.
+   */
   override push(chunk: Uint8Array): void {
-    if (this.failure === undefined && this.betweenEvents()) {
-      const bytes = deltaChunkBytes(chunk)
-      if (bytes >= 0) {
-        this.contentStarted = true
-        this.outputChars += bytes
-        return
+    const n = chunk.length
+    let at = 0
+    while (at < n && this.failure === undefined) {
+      if (this.betweenEvents()) {
+        const end = deltaEventEnd(chunk, at, this.scan)
+        if (end > 0) {
+          this.contentStarted = true
+          this.outputChars += this.scan.bytes
+          at = end
+          continue
+        }
       }
+      const boundary = blankLineEnd(chunk, at)
+      const stop = boundary < 0 ? n : boundary
+      super.push(at === 0 && stop === n ? chunk : chunk.subarray(at, stop))
+      at = stop
     }
-    super.push(chunk)
   }
 
   protected override fast(data: string): boolean {

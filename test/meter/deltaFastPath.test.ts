@@ -205,4 +205,68 @@ describe("the content_block_delta fast path", () => {
       { numRuns: 500 },
     )
   })
+
+  it("meters the same when deltas mix with CRLF events, pings and comments, whole or cut anywhere", () => {
+    const delta = (text: string) =>
+      `event: content_block_delta\ndata: ${JSON.stringify({ type: "content_block_delta", index: 0, delta: { type: "text_delta", text } })}\n\n`
+    const forms = fc.constantFrom("lf", "crlf", "ping", "comment", "cr")
+    fc.assert(
+      fc.property(
+        fc.array(fc.tuple(texts, forms), { minLength: 1, maxLength: 12 }),
+        fc.array(fc.nat(), { maxLength: 8 }),
+        (parts, cuts) => {
+          const events = [
+            'event: message_start\ndata: {"type":"message_start","message":{"usage":{"input_tokens":7,"output_tokens":1}}}\n\n',
+            ...parts.map(([text, form]) => {
+              const d = delta(text)
+              if (form === "crlf") return d.replace(/\n/g, "\r\n")
+              if (form === "cr") return d.replace(/\n/g, "\r")
+              if (form === "ping") return 'event: ping\ndata: {"type": "ping"}\n\n' + d
+              if (form === "comment") return ": keep-alive\n\n" + d
+              return d
+            }),
+            'event: message_delta\ndata: {"type":"message_delta","usage":{"output_tokens":9}}\n\n',
+            'event: message_stop\ndata: {"type":"message_stop"}\n\n',
+          ]
+          const whole = Buffer.from(events.join(""))
+          const points = [...new Set(cuts.map((c) => c % (whole.length + 1)))].sort((a, b) => a - b)
+          const chunkings = [
+            events.map((e) => Buffer.from(e)),
+            [whole],
+            [0, ...points, whole.length]
+              .slice(1)
+              .map((end, i, ends) => whole.subarray(i === 0 ? 0 : ends[i - 1], end)),
+          ]
+          const expected = parts.reduce((sum, [text]) => sum + Buffer.byteLength(text, "utf8"), 0)
+          for (const chunks of chunkings) {
+            const meter = makeStreamMeter("anthropic")
+            for (const chunk of chunks) meter.push(chunk)
+            meter.end()
+            expect(meter.failure).toBeUndefined()
+            expect(meter.outputChars).toBe(expected)
+            expect(meter.finished).toBe(true)
+            expect(meter.usage).toMatchObject({ inputTokens: 7, outputTokens: 9 })
+          }
+        },
+      ),
+      { numRuns: 500 },
+    )
+  })
+
+  it("does not count a delta from its bytes while the parser holds part of an event: the parser reads it as it would", () => {
+    const start =
+      'event: message_start\ndata: {"type":"message_start","message":{"usage":{"input_tokens":7,"output_tokens":1}}}\n\n'
+    const unfinished = 'event: ping\ndata: {"type":"ping"}\n'
+    const delta = `event: content_block_delta\ndata: ${JSON.stringify({ type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "tok " } })}\n\n`
+    const meter = (chunks: Array<string>) => {
+      const m = makeStreamMeter("anthropic")
+      for (const chunk of chunks) m.push(Buffer.from(chunk))
+      return { chars: m.outputChars, failure: m.failure }
+    }
+    const whole = meter([start + unfinished + delta])
+    // The unfinished event and the delta are one event to an SSE parser (no blank line between them).
+    expect(whole.failure).toBe("malformed")
+    expect(meter([start + unfinished, delta])).toEqual(whole)
+    expect(meter([start, unfinished, delta])).toEqual(whole)
+  })
 })
