@@ -12,7 +12,9 @@ import { Scheduler } from "effect"
  * (Effect-TS/effect#6124). Request fibers use no `AsyncLocalStorage`, and
  * each of them resumes twice (the attempt, the relay): with this queue,
  * every fiber resumed in the same event-loop turn shares one microtask and no
- * `WeakMap` entry is made.
+ * `WeakMap` entry is made. A task that throws ends the process (an
+ * unhandled rejection), as with Effect's own schedulers; the tasks Effect
+ * schedules (a fiber's run) catch what the fiber throws.
  */
 export const makeSharedScheduler = (maxNextTickBeforeTimer = 2048): Scheduler.Scheduler => {
   const tasks = new Scheduler.PriorityBuckets()

@@ -75,6 +75,8 @@ class Parser implements SseParser {
       !this.firstLine &&
       !this.skipLF &&
       this.lineLen === 0 &&
+      // An event's lines so far count toward its bound (an `event:` line with no value leaves no other trace).
+      this.retained === 0 &&
       !this.hasData &&
       this.eventType === "" &&
       this.failure === undefined &&

@@ -5,7 +5,7 @@
  * finished, and how much output text went by. Plain synchronous code.
  */
 import type { ApiFormat } from "../config/model.js"
-import { makeSseParser, type SseParser } from "./sse.js"
+import { DEFAULT_MAX_EVENT_BYTES, makeSseParser, type SseParser } from "./sse.js"
 import { anthropicReport, makeUsageAcc, mergeUsage, openaiReport, type UsageAcc } from "./usage.js"
 
 /** Why a meter stopped reading the stream. */
@@ -249,8 +249,12 @@ const deltaEventEnd = (chunk: Uint8Array, at: number, out: DeltaScan): number =>
     if (c < 0x20 || c === 0x5c || c >= 0x7f) return -1
   }
   if (!bytesAt(chunk, i, DELTA_EVENT_END)) return -1
+  const end = i + DELTA_EVENT_END.length
+  // An event the parser would refuse as too large is left to the parser, so it fails the same way however
+  // the stream is cut into chunks (the margin keeps this independent of how line ends are counted).
+  if (end - at > DEFAULT_MAX_EVENT_BYTES - 16) return -1
   out.bytes = i - text
-  return i + DELTA_EVENT_END.length
+  return end
 }
 
 /**

@@ -316,7 +316,10 @@ export const logRequest = (record: UsageRecord): Effect.Effect<void> =>
  * spans), and returns true; returns false when another logger is in place
  * (the caller then uses `logRequest`). Once per request, so it skips
  * Effect's logger: that copies the fiber's `FiberRef` map on every call.
- * `ms`: the time of the line, epoch ms.
+ * `ms`: the time of the line, epoch ms. The JSON log is the process's:
+ * while its layer is open, every gateway in the process writes its request
+ * lines there, whatever logger its own runtime has (only tests run a
+ * gateway under another logger, and they do not open this layer).
  */
 export const writeRequestLine = (record: UsageRecord, ms: number): boolean => {
   const writer = requestLineWriter

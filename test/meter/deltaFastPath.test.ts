@@ -269,4 +269,37 @@ describe("the content_block_delta fast path", () => {
     expect(meter([start + unfinished, delta])).toEqual(whole)
     expect(meter([start, unfinished, delta])).toEqual(whole)
   })
+
+  describe("near the parser's 4 MiB event bound, the result does not depend on how the stream is cut", () => {
+    const LIMIT = 4 * 1024 * 1024
+    const start =
+      'event: message_start\ndata: {"type":"message_start","message":{"usage":{"input_tokens":7,"output_tokens":1}}}\n\n'
+    const stop = 'event: message_stop\ndata: {"type":"message_stop"}\n\n'
+    const delta = (text: string) =>
+      `event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"${text}"}}\n\n`
+    const meter = (chunks: Array<Buffer>) => {
+      const m = makeStreamMeter("anthropic")
+      for (const chunk of chunks) m.push(chunk)
+      m.end()
+      return { chars: m.outputChars, finished: m.finished, failure: m.failure }
+    }
+    const cut = (all: Buffer, size: number) =>
+      Array.from({ length: Math.ceil(all.length / size) }, (_, i) => all.subarray(i * size, (i + 1) * size))
+
+    it("a delta event over the bound fails as too large, in one chunk or in many", () => {
+      const all = Buffer.from(start + delta("x".repeat(LIMIT)) + stop)
+      const whole = meter([all])
+      expect(whole.failure).toBe("event_too_large")
+      expect(meter(cut(all, 64 * 1024))).toEqual(whole)
+    })
+
+    it("an empty event: line before a delta still counts toward the next event's bound", () => {
+      // The ping's lines come 3 bytes short of the bound; with the 6 bytes of "event:" they pass it.
+      const ping = 'event: ping\ndata: {"type":"ping","p":"' + "x".repeat(LIMIT - 14 - 28) + '"}\n\n'
+      const chunks = [Buffer.from(start + "event:\n"), Buffer.from(delta("hi")), Buffer.from(ping + stop)]
+      const result = meter(chunks)
+      expect(meter(cut(Buffer.concat(chunks), 7))).toEqual(result)
+      expect(meter([Buffer.concat(chunks)])).toEqual(result)
+    })
+  })
 })
