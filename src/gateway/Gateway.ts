@@ -14,6 +14,7 @@ import { Providers } from "../providers/Providers.js"
 import { Breakers } from "../reliability/Breakers.js"
 import { RetryBudget } from "../reliability/RetryBudget.js"
 import { makeAuthenticator } from "./auth.js"
+import { cancelPending } from "./attempt.js"
 import { RequestContext } from "./context.js"
 import { makePriceBook, planAdmission, type Plan } from "./admission.js"
 import { Deadlines } from "./Deadlines.js"
@@ -112,11 +113,7 @@ export const layer = Layer.effect(
      * the finalizer runs it, and so does a failure before it writes the record.
      */
     const closeRequest = (ctx: RequestContext): void => {
-      const cancel = ctx.cancel
-      if (cancel !== undefined) {
-        ctx.cancel = undefined
-        cancel()
-      }
+      cancelPending(ctx)
       release(ctx)
       const meter = ctx.openStream
       if (meter !== undefined) {

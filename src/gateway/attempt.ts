@@ -44,6 +44,14 @@ export interface CancelSlot {
   cancel: (() => void) | undefined
 }
 
+/** Stops the step `slot` holds a canceler for, if any, and clears the slot. */
+export const cancelPending = (slot: CancelSlot): void => {
+  const cancel = slot.cancel
+  if (cancel === undefined) return
+  slot.cancel = undefined
+  cancel()
+}
+
 /** Why an attempt produced no response. */
 export type AttemptFailureReason = "connect_timeout" | "connection_failed" | TimeoutKind
 

@@ -35,8 +35,8 @@ const endOfTimeout = (kind: TimeoutKind): RelayEnd =>
  * as it arrives, with backpressure (a `false` from `write` pauses the
  * upstream until `drain`; undici then stops reading the socket once its
  * one 32 KiB buffer is full). Plain callbacks per chunk; one `Effect.async`
- * for the whole body, whose canceler is left in `slot` (see `CancelSlot`). The response is not ended here: the caller writes the
- * usage record first.
+ * for the whole body, whose canceler is left in `slot` (see `CancelSlot`).
+ * The response is not ended here: the caller writes the usage record first.
  *
  * `holdLast` (for bodies that are not event streams) keeps each chunk until
  * the next one arrives, so the last one goes out with the end of the

@@ -7,7 +7,7 @@ import type { TelemetryService } from "../ops/Telemetry.js"
 import { costMicroUsd } from "../meter/cost.js"
 import type { StreamMeter } from "../meter/stream.js"
 import type { Outcome } from "../reliability/Breakers.js"
-import { closeBody, type AttemptResponse } from "./attempt.js"
+import { cancelPending, type AttemptResponse } from "./attempt.js"
 import type { RequestContext } from "./context.js"
 import type { Deadlines } from "./Deadlines.js"
 import { JsonCollector } from "./jsonCollector.js"
@@ -116,10 +116,8 @@ export const makeServeResponse = (
     while (end._tag === "Paused" && cutoff !== undefined) {
       const extended = yield* limits.extend(ctx.admission!, Math.max(cutoff.needed(), ctx.targetEstimate, 1))
       if (extended !== "extended") {
-        // The approximate cutoff (ADR 0029): stop reading upstream and end the stream.
-        ctx.cancel = undefined
-        deadlines.unregister(response.deadline)
-        closeBody(response.body)
+        // The approximate cutoff (ADR 0029): stop reading upstream (the paused relay's canceler) and end the stream.
+        cancelPending(ctx)
         ctx.error = extended === "refused" ? "budget_exceeded" : "store_unavailable"
         end = { _tag: "Cutoff" }
         break

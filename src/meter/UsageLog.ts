@@ -6,6 +6,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import * as readline from "node:readline"
 import { Context, Data, Effect, Layer } from "effect"
+import { PartialWrite, writeAllSync } from "../ops/writeAll.js"
 import { decodeRecord, encodeRecord, type UsageRecord } from "./record.js"
 
 /** The usage file could not be opened or read. */
@@ -77,13 +78,6 @@ const make = Effect.fnUntraced(function* (file: string) {
   /** "\n" when the file may end in a torn line: after a crash, or after a line had to be given up. */
   let prefix = needsNewline ? "\n" : ""
 
-  /** `fs.writeSync` that treats a write of 0 bytes as an error (it would loop for ever). */
-  const writeSome = (data: Buffer | string, offset?: number): number => {
-    const n = typeof data === "string" ? fs.writeSync(fd, data) : fs.writeSync(fd, data, offset)
-    if (n <= 0) throw new Error("the file took 0 bytes")
-    return n
-  }
-
   /**
    * Writes the unwritten lines, then `line`. A short write is continued at
    * once; on an error the bytes not yet in the file are kept, the file is
@@ -94,18 +88,17 @@ const make = Effect.fnUntraced(function* (file: string) {
   const writeOut = (line: string | undefined): Error | undefined => {
     if (line !== undefined && unwritten.length === 0 && prefix === "" && fd !== -1) {
       // The usual case: one string, one write, no Buffer.
-      let written = 0
       try {
-        written = writeSome(line)
-      } catch {
-        // kept below; the write after it reports the error
+        writeAllSync(fd, line)
+        return undefined
+      } catch (cause) {
+        // Kept, from where the file stopped; the write after it reports the error.
+        const data = Buffer.from(line)
+        unwritten.push(data)
+        unwrittenBytes += data.length
+        headWritten = cause instanceof PartialWrite ? cause.written : 0
+        line = undefined
       }
-      if (written === Buffer.byteLength(line)) return undefined
-      const data = Buffer.from(line)
-      unwritten.push(data)
-      unwrittenBytes += data.length
-      headWritten = written
-      line = undefined
     }
     if (line !== undefined) {
       const data = Buffer.from(line)
@@ -117,10 +110,9 @@ const make = Effect.fnUntraced(function* (file: string) {
     const parts =
       prefix === "" ? [first, ...unwritten.slice(1)] : [Buffer.from(prefix), first, ...unwritten.slice(1)]
     const data = parts.length === 1 ? parts[0]! : Buffer.concat(parts)
-    let offset = 0
     try {
       if (fd === -1) fd = fs.openSync(file, "a")
-      while (offset < data.length) offset += writeSome(data, offset)
+      writeAllSync(fd, data)
       unwritten = []
       unwrittenBytes = 0
       headWritten = 0
@@ -128,7 +120,7 @@ const make = Effect.fnUntraced(function* (file: string) {
       return undefined
     } catch (cause) {
       // Drop what reached the file: the prefix, whole lines, and the start of the next line.
-      let done = offset
+      let done = cause instanceof PartialWrite ? cause.written : 0
       if (prefix !== "") {
         if (done < prefix.length) done = 0
         else {
@@ -150,7 +142,8 @@ const make = Effect.fnUntraced(function* (file: string) {
         }
         fd = -1
       }
-      return cause instanceof Error ? cause : new Error(String(cause))
+      const reason = cause instanceof PartialWrite ? cause.reason : cause
+      return reason instanceof Error ? reason : new Error(String(reason))
     }
   }
 

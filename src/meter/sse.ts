@@ -30,8 +30,9 @@ export interface SseParser {
   /**
    * True between events: past the first line, nothing pending (no partial
    * line, no `event`/`data` line of an unfinished event, no CR waiting for its
-   * LF), not ended, not failed. A chunk that holds exactly one whole event can
-   * then be read by someone else without changing what this parser would do next.
+   * LF, no line of an event counted toward its bound), not ended, not failed.
+   * An event that starts here can then be read by someone else without
+   * changing what this parser would do next.
    */
   readonly betweenEvents: boolean
 }

@@ -1,6 +1,7 @@
 import * as fs from "node:fs"
 import { Cause, Duration, Effect, HashMap, Inspectable, Layer, List, Logger } from "effect"
 import type { UsageRecord } from "../meter/record.js"
+import { PartialWrite, writeAllSync } from "./writeAll.js"
 
 /**
  * Structured logs: one JSON object per line on stderr —
@@ -31,22 +32,13 @@ const ignore = () => {}
  * nowhere left to report it) and returns true when a line was torn, so the
  * next chunk starts on a new line.
  */
-const writeAllSync = (fd: number, chunk: string): boolean => {
-  let offset = 0
-  let data: Buffer | undefined
+const writeLinesSync = (fd: number, chunk: string): boolean => {
   try {
-    offset = fs.writeSync(fd, chunk)
-    if (offset === Buffer.byteLength(chunk)) return false
-    data = Buffer.from(chunk)
-    while (offset < data.length) {
-      const n = fs.writeSync(fd, data, offset)
-      if (n <= 0) return offset > 0
-      offset += n
-    }
+    writeAllSync(fd, chunk)
     return false
-  } catch {
+  } catch (cause) {
     // stderr is gone or full: the lines are lost, the process goes on
-    return offset > 0
+    return cause instanceof PartialWrite && cause.written > 0
   }
 }
 
@@ -64,7 +56,7 @@ export const stderrTarget = (): LineTarget => {
     let torn = false
     return {
       write: (chunk, done) => {
-        torn = writeAllSync(2, torn ? "\n" + chunk : chunk)
+        torn = writeLinesSync(2, torn ? "\n" + chunk : chunk)
         done()
       },
       backlog: () => 0,

@@ -53,6 +53,26 @@ const texts = fc.oneof(
   fc.array(fc.oneof(awkward, fc.string()), { maxLength: 12 }).map((parts) => parts.join("")),
 )
 
+const START =
+  'event: message_start\ndata: {"type":"message_start","message":{"usage":{"input_tokens":7,"output_tokens":1}}}\n\n'
+const STOP = 'event: message_stop\ndata: {"type":"message_stop"}\n\n'
+/** One text delta event, as Anthropic sends it. */
+const deltaEvent = (text: string) =>
+  `event: content_block_delta\ndata: ${JSON.stringify({ type: "content_block_delta", index: 0, delta: { type: "text_delta", text } })}\n\n`
+
+/** The same stream cut three ways: one chunk per event, one chunk, and at the `cuts` points. */
+const chunkingsOf = (events: ReadonlyArray<string>, cuts: ReadonlyArray<number>): Array<Array<Buffer>> => {
+  const whole = Buffer.from(events.join(""))
+  const points = [...new Set(cuts.map((c) => c % (whole.length + 1)))].sort((a, b) => a - b)
+  return [
+    events.map((e) => Buffer.from(e)),
+    [whole],
+    [0, ...points, whole.length]
+      .slice(1)
+      .map((end, i, ends) => whole.subarray(i === 0 ? 0 : ends[i - 1], end)),
+  ]
+}
+
 describe("the content_block_delta fast path", () => {
   it("counts exactly what JSON.parse + Buffer.byteLength count, or declines", () => {
     fc.assert(
@@ -116,13 +136,13 @@ describe("the content_block_delta fast path", () => {
   it("a stream of deltas meters the same whether or not each event takes the fast path", () => {
     const stream = (pretty: boolean) =>
       [
-        'event: message_start\ndata: {"type":"message_start","message":{"usage":{"input_tokens":7,"output_tokens":1}}}\n\n',
+        START,
         ...["Hello", " wörld", "\n", "😀", '"q"'].map(
           (text, i) =>
             `event: content_block_delta\ndata: ${JSON.stringify({ type: "content_block_delta", index: 0, delta: { type: "text_delta", text } }, null, pretty && i % 2 === 0 ? 1 : undefined).replace(/\n/g, "")}\n\n`,
         ),
         'event: message_delta\ndata: {"type":"message_delta","usage":{"output_tokens":9}}\n\n',
-        'event: message_stop\ndata: {"type":"message_stop"}\n\n',
+        STOP,
       ].join("")
     const results = [false, true].map((pretty) => {
       const meter = makeStreamMeter("anthropic")
@@ -159,29 +179,19 @@ describe("the content_block_delta fast path", () => {
   })
 
   it("meters a stream the same however it is cut into chunks", () => {
-    const delta = (text: string) =>
-      `event: content_block_delta\ndata: ${JSON.stringify({ type: "content_block_delta", index: 0, delta: { type: "text_delta", text } })}\n\n`
     fc.assert(
       fc.property(
         fc.array(texts, { minLength: 1, maxLength: 12 }),
         fc.array(fc.nat(), { maxLength: 8 }),
         (parts, cuts) => {
           const events = [
-            'event: message_start\ndata: {"type":"message_start","message":{"usage":{"input_tokens":7,"output_tokens":1}}}\n\n',
+            START,
             'event: content_block_start\ndata: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}\n\n',
-            ...parts.map(delta),
+            ...parts.map(deltaEvent),
             'event: message_delta\ndata: {"type":"message_delta","usage":{"output_tokens":9}}\n\n',
-            'event: message_stop\ndata: {"type":"message_stop"}\n\n',
+            STOP,
           ]
-          const whole = Buffer.from(events.join(""))
-          const points = [...new Set(cuts.map((c) => c % (whole.length + 1)))].sort((a, b) => a - b)
-          const chunkings = [
-            events.map((e) => Buffer.from(e)),
-            [whole],
-            [0, ...points, whole.length]
-              .slice(1)
-              .map((end, i, ends) => whole.subarray(i === 0 ? 0 : ends[i - 1], end)),
-          ]
+          const chunkings = chunkingsOf(events, cuts)
           const results = chunkings.map((chunks) => {
             const meter = makeStreamMeter("anthropic")
             for (const chunk of chunks) meter.push(chunk)
@@ -207,8 +217,6 @@ describe("the content_block_delta fast path", () => {
   })
 
   it("meters the same when deltas mix with CRLF events, pings and comments, whole or cut anywhere", () => {
-    const delta = (text: string) =>
-      `event: content_block_delta\ndata: ${JSON.stringify({ type: "content_block_delta", index: 0, delta: { type: "text_delta", text } })}\n\n`
     const forms = fc.constantFrom("lf", "crlf", "ping", "comment", "cr")
     fc.assert(
       fc.property(
@@ -216,9 +224,9 @@ describe("the content_block_delta fast path", () => {
         fc.array(fc.nat(), { maxLength: 8 }),
         (parts, cuts) => {
           const events = [
-            'event: message_start\ndata: {"type":"message_start","message":{"usage":{"input_tokens":7,"output_tokens":1}}}\n\n',
+            START,
             ...parts.map(([text, form]) => {
-              const d = delta(text)
+              const d = deltaEvent(text)
               if (form === "crlf") return d.replace(/\n/g, "\r\n")
               if (form === "cr") return d.replace(/\n/g, "\r")
               if (form === "ping") return 'event: ping\ndata: {"type": "ping"}\n\n' + d
@@ -226,17 +234,9 @@ describe("the content_block_delta fast path", () => {
               return d
             }),
             'event: message_delta\ndata: {"type":"message_delta","usage":{"output_tokens":9}}\n\n',
-            'event: message_stop\ndata: {"type":"message_stop"}\n\n',
+            STOP,
           ]
-          const whole = Buffer.from(events.join(""))
-          const points = [...new Set(cuts.map((c) => c % (whole.length + 1)))].sort((a, b) => a - b)
-          const chunkings = [
-            events.map((e) => Buffer.from(e)),
-            [whole],
-            [0, ...points, whole.length]
-              .slice(1)
-              .map((end, i, ends) => whole.subarray(i === 0 ? 0 : ends[i - 1], end)),
-          ]
+          const chunkings = chunkingsOf(events, cuts)
           const expected = parts.reduce((sum, [text]) => sum + Buffer.byteLength(text, "utf8"), 0)
           for (const chunks of chunkings) {
             const meter = makeStreamMeter("anthropic")
@@ -254,29 +254,22 @@ describe("the content_block_delta fast path", () => {
   })
 
   it("does not count a delta from its bytes while the parser holds part of an event: the parser reads it as it would", () => {
-    const start =
-      'event: message_start\ndata: {"type":"message_start","message":{"usage":{"input_tokens":7,"output_tokens":1}}}\n\n'
     const unfinished = 'event: ping\ndata: {"type":"ping"}\n'
-    const delta = `event: content_block_delta\ndata: ${JSON.stringify({ type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "tok " } })}\n\n`
+    const delta = deltaEvent("tok ")
     const meter = (chunks: Array<string>) => {
       const m = makeStreamMeter("anthropic")
       for (const chunk of chunks) m.push(Buffer.from(chunk))
       return { chars: m.outputChars, failure: m.failure }
     }
-    const whole = meter([start + unfinished + delta])
+    const whole = meter([START + unfinished + delta])
     // The unfinished event and the delta are one event to an SSE parser (no blank line between them).
     expect(whole.failure).toBe("malformed")
-    expect(meter([start + unfinished, delta])).toEqual(whole)
-    expect(meter([start, unfinished, delta])).toEqual(whole)
+    expect(meter([START + unfinished, delta])).toEqual(whole)
+    expect(meter([START, unfinished, delta])).toEqual(whole)
   })
 
   describe("near the parser's 4 MiB event bound, the result does not depend on how the stream is cut", () => {
     const LIMIT = 4 * 1024 * 1024
-    const start =
-      'event: message_start\ndata: {"type":"message_start","message":{"usage":{"input_tokens":7,"output_tokens":1}}}\n\n'
-    const stop = 'event: message_stop\ndata: {"type":"message_stop"}\n\n'
-    const delta = (text: string) =>
-      `event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"${text}"}}\n\n`
     const meter = (chunks: Array<Buffer>) => {
       const m = makeStreamMeter("anthropic")
       for (const chunk of chunks) m.push(chunk)
@@ -287,7 +280,7 @@ describe("the content_block_delta fast path", () => {
       Array.from({ length: Math.ceil(all.length / size) }, (_, i) => all.subarray(i * size, (i + 1) * size))
 
     it("a delta event over the bound fails as too large, in one chunk or in many", () => {
-      const all = Buffer.from(start + delta("x".repeat(LIMIT)) + stop)
+      const all = Buffer.from(START + deltaEvent("x".repeat(LIMIT)) + STOP)
       const whole = meter([all])
       expect(whole.failure).toBe("event_too_large")
       expect(meter(cut(all, 64 * 1024))).toEqual(whole)
@@ -296,7 +289,11 @@ describe("the content_block_delta fast path", () => {
     it("an empty event: line before a delta still counts toward the next event's bound", () => {
       // The ping's lines come 3 bytes short of the bound; with the 6 bytes of "event:" they pass it.
       const ping = 'event: ping\ndata: {"type":"ping","p":"' + "x".repeat(LIMIT - 14 - 28) + '"}\n\n'
-      const chunks = [Buffer.from(start + "event:\n"), Buffer.from(delta("hi")), Buffer.from(ping + stop)]
+      const chunks = [
+        Buffer.from(START + "event:\n"),
+        Buffer.from(deltaEvent("hi")),
+        Buffer.from(ping + STOP),
+      ]
       const result = meter(chunks)
       expect(meter(cut(Buffer.concat(chunks), 7))).toEqual(result)
       expect(meter([Buffer.concat(chunks)])).toEqual(result)
