@@ -1,13 +1,11 @@
 import { Data, Effect } from "effect"
-import { EventEmitter } from "node:events"
 import type { IncomingHttpHeaders } from "node:http"
 import type { Dispatcher } from "undici"
 import type { ApiFormat, TimeoutsConfig } from "../config/model.js"
 import { makeStreamMeter, type StreamMeter } from "../meter/stream.js"
 import type { UpstreamRequest } from "../providers/adapter.js"
 import type { Deadline, Deadlines, TimeoutKind } from "./Deadlines.js"
-
-type Body = Dispatcher.ResponseData["body"]
+import { UpstreamCall, type UpstreamError } from "./upstream.js"
 
 /** Largest stream prelude held back while waiting for the first content, bytes (ADR 0007). */
 export const MAX_PRELUDE_BYTES = 64 * 1024
@@ -23,7 +21,8 @@ export const MAX_PRELUDE_BYTES = 64 * 1024
 export interface AttemptResponse {
   readonly status: number
   readonly headers: IncomingHttpHeaders
-  readonly body: Body
+  /** The upstream request: its body is read by attaching a reader (paused until the relay resumes it). */
+  readonly call: UpstreamCall
   /** Chunks read before the commit, not yet written to the client. */
   readonly pending: Array<Buffer>
   /** The meter of a 2xx event stream; it has already read `pending`. */
@@ -61,22 +60,10 @@ export class AttemptFailed extends Data.TaggedError("AttemptFailed")<{
   readonly detail: string
 }> {}
 
-const ignore = () => {}
-
-/**
- * Closes an upstream response body without reading it. undici's body emits
- * an abort error when destroyed before its end; without a listener that
- * error would crash the process.
- */
-export const closeBody = (body: Body): void => {
-  body.on("error", ignore)
-  body.destroy()
-}
-
 const isEventStream = (contentType: string | Array<string> | undefined): boolean =>
   typeof contentType === "string" && contentType.startsWith("text/event-stream")
 
-const failureOf = (error: Error & { code?: string }): AttemptFailed =>
+const failureOf = (error: UpstreamError): AttemptFailed =>
   error.code === "UND_ERR_CONNECT_TIMEOUT"
     ? new AttemptFailed({ reason: "connect_timeout", detail: "connect timeout" })
     : new AttemptFailed({ reason: "connection_failed", detail: error.code ?? error.message })
@@ -94,16 +81,11 @@ export const sendAttempt = (
   dispatcher: Dispatcher,
   upstream: UpstreamRequest,
   timeouts: TimeoutsConfig,
-  highWaterMark: number,
   api: ApiFormat,
   slot: CancelSlot,
 ): Effect.Effect<AttemptResponse | AttemptFailed> =>
   Effect.async<AttemptResponse | AttemptFailed>((resume) => {
-    // An EventEmitter is a signal undici accepts; an AbortController allocates an EventTarget per attempt
-    // and a DOMException with a stack on abort.
-    const signal = new EventEmitter()
     let settled = false
-    let body: Body | undefined
     const now = deadlines.now()
     const settle = (result: AttemptResponse | AttemptFailed) => {
       if (settled) return
@@ -114,8 +96,7 @@ export const sendAttempt = (
     const fail = (failure: AttemptFailed) => {
       if (settled) return
       deadlines.unregister(deadline)
-      if (body !== undefined) closeBody(body)
-      else signal.emit("abort")
+      call.close()
       settle(failure)
     }
     const deadline: Deadline = {
@@ -127,82 +108,59 @@ export const sendAttempt = (
       listIndex: -1,
       expire: (kind) => fail(new AttemptFailed({ reason: kind, detail: `${kind} timeout` })),
     }
+    let meter: StreamMeter | undefined
+    const pending: Array<Buffer> = []
+    let held = 0
+    /** The response head arrived: answer at once (not 2xx), or read the first chunk / the stream prelude. */
+    const onHead = (call: UpstreamCall) => {
+      const status = call.status
+      if (status < 200 || status >= 300) return respond(false)
+      if (isEventStream(call.headers["content-type"])) meter = makeStreamMeter(api)
+      call.attach(prelude)
+    }
+    const respond = (ended: boolean) => {
+      call.detach()
+      if (!ended) call.pause()
+      deadline.firstByteBy = Infinity
+      deadline.lastActivity = deadlines.now()
+      settle({ status: call.status, headers: call.headers, call, pending, meter, ended, deadline })
+    }
+    const prelude = {
+      onData: (chunk: Buffer) => {
+        pending.push(chunk)
+        if (meter === undefined) return respond(false)
+        meter.push(chunk)
+        held += chunk.length
+        // first_token ends at the first body byte (SPEC); between prelude events the idle timeout applies,
+        // and it fails the attempt before the commit, so the next target can still answer.
+        deadline.firstByteBy = Infinity
+        deadline.lastActivity = deadlines.now()
+        if (meter.contentStarted || meter.inbandError !== undefined || meter.failure !== undefined)
+          return respond(false)
+        if (held >= MAX_PRELUDE_BYTES) return respond(false)
+      },
+      onEnd: () => {
+        meter?.end()
+        respond(true)
+      },
+      onError: (error: UpstreamError) => fail(failureOf(error)),
+    }
+    const call = new UpstreamCall(onHead, (error) => fail(failureOf(error)))
     deadlines.register(deadline)
-    dispatcher.request(
+    dispatcher.dispatch(
       {
         origin: upstream.origin,
         path: upstream.path,
         method: "POST",
         headers: upstream.headers,
         body: upstream.body,
-        signal,
-        highWaterMark,
       },
-      (error, data) => {
-        if (settled) {
-          // Already given up on; undici may still call back (with an error, and no body).
-          if (error === null && data?.body !== undefined) closeBody(data.body)
-          return
-        }
-        if (error !== null) return fail(failureOf(error))
-        body = data.body
-        const status = data.statusCode
-        const stream = status >= 200 && status < 300 && isEventStream(data.headers["content-type"])
-        const meter = stream ? makeStreamMeter(api) : undefined
-        const pending: Array<Buffer> = []
-        let held = 0
-        const respond = (ended: boolean) => {
-          cleanup()
-          if (!ended) data.body.pause()
-          deadline.firstByteBy = Infinity
-          deadline.lastActivity = deadlines.now()
-          settle({
-            status,
-            headers: data.headers,
-            body: data.body,
-            pending,
-            meter,
-            ended,
-            deadline,
-          })
-        }
-        const cleanup = () => {
-          data.body.off("data", onData)
-          data.body.off("end", onEnd)
-          data.body.off("error", onError)
-        }
-        const onData = (chunk: Buffer) => {
-          pending.push(chunk)
-          if (meter === undefined) return respond(false)
-          meter.push(chunk)
-          held += chunk.length
-          // first_token ends at the first body byte (SPEC); between prelude events the idle timeout applies,
-          // and it fails the attempt before the commit, so the next target can still answer.
-          deadline.firstByteBy = Infinity
-          deadline.lastActivity = deadlines.now()
-          if (meter.contentStarted || meter.inbandError !== undefined || meter.failure !== undefined)
-            return respond(false)
-          if (held >= MAX_PRELUDE_BYTES) return respond(false)
-        }
-        const onEnd = () => {
-          meter?.end()
-          respond(true)
-        }
-        const onError = (e: Error) => {
-          cleanup()
-          fail(failureOf(e))
-        }
-        if (status < 200 || status >= 300) return respond(false)
-        data.body.on("data", onData)
-        data.body.on("end", onEnd)
-        data.body.on("error", onError)
-      },
+      call,
     )
     slot.cancel = () => {
       if (settled) return
       settled = true
       deadlines.unregister(deadline)
-      if (body !== undefined) closeBody(body)
-      else signal.emit("abort")
+      call.close()
     }
   })

@@ -1,7 +1,8 @@
 import { Effect } from "effect"
 import type { ServerResponse } from "node:http"
-import { closeBody, type AttemptResponse, type CancelSlot } from "./attempt.js"
+import type { AttemptResponse, CancelSlot } from "./attempt.js"
 import type { Deadlines, TimeoutKind } from "./Deadlines.js"
+import type { BodyReader, UpstreamError } from "./upstream.js"
 
 /** How a committed relay ended. Client disconnects are not here: they interrupt the request fiber. */
 export type RelayEnd =
@@ -31,10 +32,10 @@ const endOfTimeout = (kind: TimeoutKind): RelayEnd =>
 
 /**
  * Upstream → client after the commit: the pending chunks (not observed
- * again), then every chunk
- * as it arrives, with backpressure (a `false` from `write` pauses the
- * upstream until `drain`; undici then stops reading the socket once its
- * one 32 KiB buffer is full). Plain callbacks per chunk; one `Effect.async`
+ * again), then every chunk as it arrives, with backpressure (a `false` from
+ * `write` pauses the upstream call until `drain`; undici stops reading the
+ * socket after the chunk in hand). The relay is the call's `BodyReader`
+ * (ADR 0034). Plain callbacks per chunk; one `Effect.async`
  * for the whole body, whose canceler is left in `slot` (see `CancelSlot`).
  * The response is not ended here: the caller writes the usage record first.
  *
@@ -53,23 +54,21 @@ export const relay = (
   holdLast = false,
 ): Effect.Effect<RelayEnd> =>
   Effect.async<RelayEnd>((resume) => {
-    const { body, deadline } = response
+    const { call, deadline } = response
     let done = false
     let held: Buffer | undefined
-    const stop = (destroy: boolean, keepOpen = false): boolean => {
+    const stop = (close: boolean, keepOpen = false): boolean => {
       if (done) return false
       done = true
       slot.cancel = undefined
       if (!keepOpen) deadlines.unregister(deadline)
-      body.off("data", onData)
-      body.off("end", onEnd)
-      body.off("error", onError)
+      call.detach()
       res.off("drain", onDrain)
-      if (destroy) closeBody(body)
+      if (close) call.close()
       return true
     }
-    const finish = (end: RelayEnd, destroy: boolean) => {
-      if (stop(destroy)) resume(Effect.succeed(end))
+    const finish = (end: RelayEnd, close: boolean) => {
+      if (stop(close)) resume(Effect.succeed(end))
     }
     const write = (arrived: Buffer, observed: boolean): boolean => {
       let chunk: Buffer | undefined = arrived
@@ -80,16 +79,16 @@ export const relay = (
       const more = chunk === undefined || res.write(chunk)
       const reason = observed ? undefined : observe(arrived)
       if (reason === PAUSE) {
-        body.pause()
+        call.pause()
         if (stop(false, true)) {
           // Timeouts keep running while the caller extends the reservation; the next relay sees them.
           deadline.expire = (kind) => {
             deadline.expired = kind
           }
-          // Interrupted while the caller extends: the paused upstream body is closed by the finalizer.
+          // Interrupted while the caller extends: the paused upstream request is closed by the finalizer.
           slot.cancel = () => {
             deadlines.unregister(deadline)
-            closeBody(body)
+            call.close()
           }
           resume(Effect.succeed(PAUSED))
         }
@@ -100,40 +99,38 @@ export const relay = (
         return false
       }
       if (!more) {
-        body.pause()
+        call.pause()
         deadline.waitingForClientSince = deadlines.now()
       }
       return true
     }
-    const onData = (chunk: Buffer) => {
-      deadline.lastActivity = deadlines.now()
-      write(chunk, false)
+    const complete = (): RelayEnd => (held === undefined ? COMPLETE : { _tag: "Complete", last: held })
+    const reader: BodyReader = {
+      onData: (chunk) => {
+        deadline.lastActivity = deadlines.now()
+        write(chunk, false)
+      },
+      onEnd: () => finish(complete(), false),
+      onError: (error: UpstreamError) =>
+        finish({ _tag: "UpstreamFailed", reason: `connection_failed: ${error.code ?? error.message}` }, true),
     }
     const onDrain = () => {
       deadline.waitingForClientSince = 0
       deadline.lastActivity = deadlines.now()
-      if (!done) body.resume()
+      if (!done) call.resume()
     }
-    const complete = (): RelayEnd => (held === undefined ? COMPLETE : { _tag: "Complete", last: held })
-    const onEnd = () => finish(complete(), false)
-    const onError = (error: Error & { code?: string }) =>
-      finish({ _tag: "UpstreamFailed", reason: `connection_failed: ${error.code ?? error.message}` }, true)
 
     if (deadline.expired !== undefined) return finish(endOfTimeout(deadline.expired), true)
     deadlines.register(deadline)
     deadline.expire = (kind) => finish(endOfTimeout(kind), true)
-    deadline.buffered = () => body.readableLength + res.writableLength + (held?.length ?? 0)
+    deadline.buffered = () => call.queuedBytes + res.writableLength + (held?.length ?? 0)
     // The pending chunks were already observed by whoever held them (the attempt's meter, or the caller).
     for (const chunk of response.pending) if (!write(chunk, true)) return
     response.pending.length = 0
-    // The body may have ended or failed between the attempt's first chunk and now (events nobody listened to).
-    if (response.ended || body.readableEnded) return finish(complete(), false)
-    if (body.errored !== null) return onError(body.errored)
-    body.on("data", onData)
-    body.on("end", onEnd)
-    body.on("error", onError)
     res.on("drain", onDrain)
-    if (deadline.waitingForClientSince === 0) body.resume()
     // Interruption (the client left, or the drain): the request's finalizer stops the relay.
     slot.cancel = () => void stop(true)
+    // What arrived since the attempt (or the last relay) paused, then the end or a failure if they came.
+    call.attach(reader)
+    if (!done && deadline.waitingForClientSince === 0) call.resume()
   })

@@ -2,12 +2,12 @@ import { Effect } from "effect"
 import type { ServerResponse } from "node:http"
 import type { PriceEntry, RouteConfig, TargetConfig } from "../config/model.js"
 import type { ProviderAdapter } from "../providers/adapter.js"
-import { RELAY_BUFFER_BYTES, type Providers } from "../providers/Providers.js"
+import type { Providers } from "../providers/Providers.js"
 import type { Breakers, Outcome, Permit } from "../reliability/Breakers.js"
 import type { TelemetryService } from "../ops/Telemetry.js"
 import type { RetryBudget } from "../reliability/RetryBudget.js"
 import { parseRetryAfter, ruleForInbandError, ruleForStatus, type Rule } from "../reliability/rules.js"
-import { AttemptFailed, closeBody, sendAttempt, type AttemptResponse } from "./attempt.js"
+import { AttemptFailed, sendAttempt, type AttemptResponse } from "./attempt.js"
 import { targetEstimate } from "./admission.js"
 import type { RequestContext } from "./context.js"
 import type { Deadlines } from "./Deadlines.js"
@@ -29,7 +29,7 @@ export interface LoopState {
 
 const discard = (response: AttemptResponse, deadlines: Deadlines["Type"]): void => {
   deadlines.unregister(response.deadline)
-  closeBody(response.body)
+  response.call.close()
 }
 
 /** The rule for an attempt's response: an in-band error or a broken stream before any content stands for a status. */
@@ -135,7 +135,6 @@ export const makeRunRoute = (deps: RouteDeps) => {
           adapter.dispatcher(route.timeouts.connectMs),
           adapter.build(request, target.model),
           route.timeouts,
-          RELAY_BUFFER_BYTES,
           adapter.api,
           ctx,
         )

@@ -10,8 +10,6 @@ import { buildVertex } from "./vertex.js"
 
 /** Keep-alive pools: idle upstream sockets live this long, ms. */
 const KEEP_ALIVE_MS = 30_000
-/** Bytes undici buffers per response before it stops reading the socket (the relay's one copy buffer). */
-export const RELAY_BUFFER_BYTES = 32 * 1024
 
 /** Every configured provider's adapter, by provider name. */
 export class Providers extends Context.Tag("tollgate/Providers")<

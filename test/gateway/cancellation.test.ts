@@ -75,7 +75,7 @@ describe("cancellation and backpressure", () => {
       await new Promise((resolve) => setTimeout(resolve, 500))
       return false
     }, 20_000)
-    // The full response would be ~100 MB; socket buffers on both hops plus one 32 KiB relay buffer are far less.
+    // The full response would be ~100 MB; socket buffers on both hops plus the relay's one chunk in hand are far less.
     expect(sent()).toBeGreaterThan(0)
     expect(sent()).toBeLessThan(32 * 1024 * 1024)
     res.destroy()

@@ -1,0 +1,162 @@
+import type { IncomingHttpHeaders } from "node:http"
+import type { Dispatcher } from "undici"
+
+/** An error undici reports for an upstream request (connect failure, reset, …), with its code. */
+export type UpstreamError = Error & { readonly code?: string }
+
+/** What reads an upstream body: the attempt's prelude reader, then the relay. */
+export interface BodyReader {
+  readonly onData: (chunk: Buffer) => void
+  readonly onEnd: () => void
+  readonly onError: (error: UpstreamError) => void
+}
+
+/** The reason undici is given when Tollgate closes a call (one object: closing allocates no error). */
+const CLOSED_BY_TOLLGATE: UpstreamError = Object.assign(new Error("closed by Tollgate"), {
+  code: "TOLLGATE_CLOSED",
+})
+
+/**
+ * One upstream request, as undici's dispatch handler (ADR 0034): the
+ * response head and each body chunk arrive as calls, with no `Readable`
+ * stream per response. Whoever reads the body attaches a `BodyReader`;
+ * while none is attached or the call is paused, chunks are queued (at most
+ * what undici had already parsed: a pause stops its parser, so the socket
+ * is not read further and the upstream sees backpressure). A chunk that
+ * arrives with no reader pauses the call; `resume` goes on.
+ *
+ * `onHead` runs once, when the status and headers arrive; `onFailure` when
+ * the request fails before that. Later failures go to the reader (or wait
+ * in `error` for the next one). `close` aborts the request unless it already
+ * ended; after it nothing is delivered.
+ */
+export class UpstreamCall implements Dispatcher.DispatchHandler {
+  status = 0
+  headers: IncomingHttpHeaders = {}
+  /** The response ended (all of it parsed; queued chunks may still wait for a reader). */
+  ended = false
+  /** A failure after the head, kept for the next reader when none is attached. */
+  error: UpstreamError | undefined = undefined
+  /** Bytes received but not yet given to a reader. */
+  queuedBytes = 0
+  private queued: Array<Buffer> | undefined = undefined
+  private reader: BodyReader | undefined = undefined
+  private controller: Dispatcher.DispatchController | undefined = undefined
+  private paused = false
+  private closed = false
+  private headed = false
+
+  constructor(
+    private readonly onHead: (call: UpstreamCall) => void,
+    private readonly onFailure: (error: UpstreamError) => void,
+  ) {}
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    // Closed while the request waited for a connection: it is never written.
+    if (this.closed) return controller.abort(CLOSED_BY_TOLLGATE)
+    this.controller = controller
+    if (this.paused) controller.pause()
+  }
+
+  onResponseStart(
+    _controller: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: IncomingHttpHeaders,
+  ): void {
+    // Informational (1xx) heads come before the response's own; undici handles them.
+    if (this.closed || statusCode < 200) return
+    this.headed = true
+    this.status = statusCode
+    this.headers = headers
+    this.onHead(this)
+  }
+
+  onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.closed) return
+    const reader = this.reader
+    if (reader === undefined || this.paused) {
+      ;(this.queued ??= []).push(chunk)
+      this.queuedBytes += chunk.length
+      // Nobody to read it: stop undici after this chunk until someone resumes.
+      this.pause()
+      return
+    }
+    reader.onData(chunk)
+  }
+
+  onResponseEnd(): void {
+    if (this.closed) return
+    this.ended = true
+    if (this.queued === undefined && !this.paused) this.finish()
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+    if (this.closed) return
+    if (!this.headed) {
+      this.closed = true
+      return this.onFailure(error)
+    }
+    this.error = error
+    if (this.queued === undefined && !this.paused) this.finish()
+  }
+
+  /**
+   * Makes `reader` the one that gets the body: what is queued, then the end
+   * or a failure — at once unless the call is paused (then from `resume`).
+   */
+  attach(reader: BodyReader): void {
+    this.reader = reader
+    this.flush()
+  }
+
+  /** Stops delivering to the current reader; what arrives is queued for the next one. */
+  detach(): void {
+    this.reader = undefined
+  }
+
+  /** Stops reading upstream after the chunk being delivered. */
+  pause(): void {
+    this.paused = true
+    this.controller?.pause()
+  }
+
+  /** Delivers what is queued, then reads upstream again (unless the reader paused meanwhile). */
+  resume(): void {
+    if (this.closed || !this.paused) return
+    this.paused = false
+    this.flush()
+    if (!this.paused && !this.closed) this.controller?.resume()
+  }
+
+  /** Aborts the request (unless it already ended) and delivers nothing more. Idempotent. */
+  close(): void {
+    if (this.closed) return
+    this.closed = true
+    this.reader = undefined
+    this.queued = undefined
+    this.queuedBytes = 0
+    if (!this.ended) this.controller?.abort(CLOSED_BY_TOLLGATE)
+  }
+
+  private flush(): void {
+    let queued = this.queued
+    while (queued !== undefined && !this.paused && this.reader !== undefined) {
+      const chunk = queued.shift()!
+      this.queuedBytes -= chunk.length
+      if (queued.length === 0) this.queued = queued = undefined
+      this.reader.onData(chunk)
+      if (this.closed) return
+      queued = this.queued
+    }
+    if (this.queued === undefined && !this.paused) this.finish()
+  }
+
+  /** Gives the reader the end or the failure, if there is one, and detaches it (each is delivered once). */
+  private finish(): void {
+    const reader = this.reader
+    if (reader === undefined || (this.error === undefined && !this.ended)) return
+    this.reader = undefined
+    if (this.error !== undefined) reader.onError(this.error)
+    else reader.onEnd()
+  }
+}

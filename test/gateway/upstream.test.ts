@@ -1,0 +1,220 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
+import type { AddressInfo } from "node:net"
+import { Agent } from "undici"
+import { afterEach, describe, expect, it } from "vitest"
+import { UpstreamCall, type BodyReader, type UpstreamError } from "../../src/gateway/upstream.js"
+import { eventually } from "../support/harness.js"
+
+/** A real HTTP upstream whose handler each test writes. */
+const serve = async (
+  handler: (req: IncomingMessage, res: ServerResponse) => void,
+): Promise<{ server: Server; origin: string }> => {
+  const server = createServer(handler)
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  return { server, origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}` }
+}
+
+/** A reader that records what it is given. */
+const recorder = () => {
+  const seen: Array<string> = []
+  const reader: BodyReader = {
+    onData: (chunk) => seen.push(`data:${chunk.toString()}`),
+    onEnd: () => seen.push("end"),
+    onError: (error: UpstreamError) => seen.push(`error:${error.code ?? error.message}`),
+  }
+  return { seen, reader }
+}
+
+const cleanup: Array<() => Promise<unknown>> = []
+afterEach(async () => {
+  for (const close of cleanup.splice(0)) await close()
+})
+
+const setup = async (handler: (req: IncomingMessage, res: ServerResponse) => void, connections = 4) => {
+  const { server, origin } = await serve(handler)
+  const agent = new Agent({ connections })
+  cleanup.push(
+    () => agent.destroy(),
+    () => new Promise((resolve) => server.close(resolve)),
+    async () => server.closeAllConnections(),
+  )
+  const dispatch = (call: UpstreamCall, path = "/") =>
+    agent.dispatch({ origin, path, method: "POST", headers: {}, body: "{}" }, call)
+  return { dispatch }
+}
+
+describe("UpstreamCall (undici dispatch handler)", () => {
+  it("queues what arrives while no reader is attached, and gives it, then the end, to the next reader in order", async () => {
+    const { dispatch } = await setup((_req, res) => {
+      res.writeHead(200, { "content-type": "text/plain" })
+      res.write("one ")
+      setTimeout(() => res.write("two "), 20)
+      setTimeout(() => res.end("three"), 40)
+    })
+    const heads: Array<number> = []
+    const call = new UpstreamCall(
+      (c) => heads.push(c.status),
+      () => heads.push(-1),
+    )
+    dispatch(call)
+    await eventually(() => call.queuedBytes > 0)
+    // Nobody reads: the first chunk waits and undici stops parsing after it.
+    await new Promise((resolve) => setTimeout(resolve, 80))
+    expect(call.queuedBytes).toBe(4)
+    expect(call.ended).toBe(false)
+    const { seen, reader } = recorder()
+    call.attach(reader)
+    // Paused since the chunk found no reader: nothing until resumed.
+    expect(seen).toEqual([])
+    call.resume()
+    await eventually(() => seen.at(-1) === "end")
+    expect(seen.join("")).toBe("data:one data:two data:threeend")
+    expect(heads).toEqual([200])
+    expect(call.headers["content-type"]).toBe("text/plain")
+  })
+
+  it("a reader that pauses gets nothing more until it resumes", async () => {
+    const { dispatch } = await setup((_req, res) => {
+      res.writeHead(200)
+      res.write("a")
+      setTimeout(() => res.write("b"), 20)
+      setTimeout(() => res.end("c"), 40)
+    })
+    const { seen, reader } = recorder()
+    const pausing: BodyReader = {
+      ...reader,
+      onData: (chunk) => {
+        reader.onData(chunk)
+        paused.pause()
+      },
+    }
+    const paused = new UpstreamCall(
+      (c) => c.attach(pausing),
+      () => {},
+    )
+    dispatch(paused)
+    await eventually(() => seen.length === 1)
+    await new Promise((resolve) => setTimeout(resolve, 80))
+    expect(seen).toEqual(["data:a"])
+    // Resumed: it pauses again after each chunk, so one resume is one chunk.
+    paused.resume()
+    await eventually(() => seen.length === 2)
+    paused.resume()
+    await eventually(() => seen.length === 3)
+    paused.resume()
+    await eventually(() => seen.at(-1) === "end")
+    expect(seen).toEqual(["data:a", "data:b", "data:c", "end"])
+  })
+
+  it("an informational 1xx head is not the response", async () => {
+    const { dispatch } = await setup((_req, res) => {
+      res.writeEarlyHints({ link: "</style.css>; rel=preload" }, () => {
+        res.writeHead(201, { "x-final": "yes" })
+        res.end("done")
+      })
+    })
+    const heads: Array<number> = []
+    const { seen, reader } = recorder()
+    const call = new UpstreamCall(
+      (c) => {
+        heads.push(c.status)
+        c.attach(reader)
+      },
+      () => heads.push(-1),
+    )
+    dispatch(call)
+    await eventually(() => seen.at(-1) === "end")
+    expect(heads).toEqual([201])
+    expect(call.headers["x-final"]).toBe("yes")
+    expect(seen).toEqual(["data:done", "end"])
+  })
+
+  it("a failure after the head waits behind the queued chunks for the next reader", async () => {
+    const { dispatch } = await setup((_req, res) => {
+      res.writeHead(200)
+      res.write("partial")
+      setTimeout(() => res.socket?.destroy(), 30)
+    })
+    const call = new UpstreamCall(
+      () => {},
+      () => {},
+    )
+    dispatch(call)
+    await eventually(() => call.queuedBytes > 0)
+    // Undici saw the reset while paused; the failure waits behind the chunk.
+    await new Promise((resolve) => setTimeout(resolve, 80))
+    const { seen, reader } = recorder()
+    call.attach(reader)
+    call.resume()
+    await eventually(() => seen.length === 2)
+    expect(seen[0]).toBe("data:partial")
+    expect(seen[1]).toMatch(/^error:/)
+  })
+
+  it("a failure before the head goes to onFailure, not a reader", async () => {
+    const { server, origin } = await serve(() => {})
+    await new Promise((resolve) => server.close(resolve))
+    const agent = new Agent()
+    cleanup.push(() => agent.destroy())
+    const failures: Array<string> = []
+    const call = new UpstreamCall(
+      () => failures.push("head"),
+      (error: UpstreamError) => failures.push(error.code ?? error.message),
+    )
+    agent.dispatch({ origin, path: "/", method: "POST", headers: {}, body: "{}" }, call)
+    await eventually(() => failures.length > 0)
+    expect(failures).toEqual(["ECONNREFUSED"])
+  })
+
+  it("a call closed while it waits for a connection is never sent upstream", async () => {
+    let received = 0
+    let release: (() => void) | undefined
+    const { dispatch } = await setup((req, res) => {
+      received++
+      if (req.url === "/hold") release = () => res.end("held")
+      else res.end("ok")
+    }, 1)
+    const { seen, reader } = recorder()
+    const held = new UpstreamCall(
+      (c) => c.attach(reader),
+      () => {},
+    )
+    dispatch(held, "/hold")
+    await eventually(() => release !== undefined)
+    // One connection, busy: this call waits in undici's queue.
+    const queued = new UpstreamCall(
+      () => seen.push("queued head"),
+      () => seen.push("queued failure"),
+    )
+    dispatch(queued, "/queued")
+    queued.close()
+    release!()
+    await eventually(() => seen.at(-1) === "end")
+    const after = recorder()
+    const next = new UpstreamCall(
+      (c) => c.attach(after.reader),
+      () => {},
+    )
+    dispatch(next, "/next")
+    await eventually(() => after.seen.at(-1) === "end")
+    expect(received).toBe(2)
+    expect(seen).toEqual(["data:held", "end"])
+    expect(after.seen).toEqual(["data:ok", "end"])
+  })
+
+  it("close after the head aborts the request: the upstream sees its connection close", async () => {
+    let closed = false
+    const { dispatch } = await setup((_req, res) => {
+      res.writeHead(200)
+      res.write("first")
+      res.on("close", () => (closed = true))
+    })
+    const call = new UpstreamCall(
+      (c) => c.close(),
+      () => {},
+    )
+    dispatch(call)
+    await eventually(() => closed, 1_000)
+    expect(call.queuedBytes).toBe(0)
+  })
+})
