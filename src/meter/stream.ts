@@ -205,9 +205,54 @@ export const deltaOutputBytes = (data: string): number => {
   return bytes
 }
 
-const DELTA_EVENT_PREFIX = new Uint8Array(Buffer.from(`event: content_block_delta\ndata: ${DELTA_PREFIX}`))
-const DELTA_SHAPE_BYTES = DELTA_SHAPES.map((shape) => new Uint8Array(Buffer.from(shape)))
-const DELTA_EVENT_END = new Uint8Array(Buffer.from('"}}\n\n'))
+/** Bytes to find at a position, also as little-endian 32-bit words (the compare reads 4 bytes at a time). */
+interface Pattern {
+  readonly bytes: Uint8Array
+  readonly words: Int32Array
+}
+
+const pattern = (text: string): Pattern => {
+  const bytes = new Uint8Array(Buffer.from(text))
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  const words = new Int32Array(bytes.length >> 2)
+  for (let k = 0; k < words.length; k++) words[k] = view.getInt32(k * 4, true)
+  return { bytes, words }
+}
+
+const DELTA_EVENT_PREFIX = pattern(`event: content_block_delta\ndata: ${DELTA_PREFIX}`)
+const DELTA_SHAPE_PATTERNS = DELTA_SHAPES.map(pattern)
+const DELTA_EVENT_END = pattern('"}}\n\n')
+
+/** A chunk and a `DataView` of it, for `deltaEventEnd`. */
+interface Bytes {
+  readonly chunk: Uint8Array
+  readonly view: DataView
+}
+
+const bytesOf = (chunk: Uint8Array): Bytes => ({
+  chunk,
+  view: new DataView(chunk.buffer, chunk.byteOffset, chunk.byteLength),
+})
+
+/**
+ * `p` stands in the chunk at `at`. Four bytes at a time through the
+ * `DataView`: a byte loop over a `Uint8Array` took twice as long, the
+ * native `Buffer#compare` and string routines (`latin1` + `startsWith` or
+ * `indexOf`) longer still, for the ~110 bytes of a delta event's frame
+ * (micro-benchmark, 50 events: ~3 µs, bytes ~7 µs, `compare` ~9 µs,
+ * `startsWith` ~20 µs).
+ */
+const matchAt = (b: Bytes, at: number, p: Pattern): boolean => {
+  const chunk = b.chunk
+  const view = b.view
+  const bytes = p.bytes
+  if (at + bytes.length > chunk.length) return false
+  const words = p.words
+  const n = words.length
+  for (let k = 0; k < n; k++) if (view.getInt32(at + k * 4, true) !== words[k]) return false
+  for (let k = n * 4; k < bytes.length; k++) if (chunk[at + k] !== bytes[k]) return false
+  return true
+}
 
 /** Where `deltaEventEnd` leaves the output bytes of the event it matched. */
 interface DeltaScan {
@@ -222,24 +267,24 @@ interface DeltaScan {
  * the index just past the event, with its output bytes in `out.bytes`, or -1
  * for anything else (the SSE parser then reads it).
  */
-const deltaEventEnd = (chunk: Uint8Array, at: number, out: DeltaScan): number => {
+const deltaEventEnd = (b: Bytes, at: number, out: DeltaScan): number => {
+  if (!matchAt(b, at, DELTA_EVENT_PREFIX)) return -1
+  const chunk = b.chunk
   const n = chunk.length
-  // A loop in JavaScript rather than Buffer#compare: the native call costs more than these few bytes.
-  if (!bytesAt(chunk, at, DELTA_EVENT_PREFIX)) return -1
-  let i = at + DELTA_EVENT_PREFIX.length
+  let i = at + DELTA_EVENT_PREFIX.bytes.length
   const digits = i
   while (i < n && chunk[i]! >= 0x30 && chunk[i]! <= 0x39) i++
   const count = i - digits
   if (count === 0 || count > 9 || (count > 1 && chunk[digits] === 0x30)) return -1
-  let shape: Uint8Array | undefined
-  for (const candidate of DELTA_SHAPE_BYTES) {
-    if (bytesAt(chunk, i, candidate)) {
-      shape = candidate
+  let shape: Pattern | undefined
+  for (let k = 0; k < DELTA_SHAPE_PATTERNS.length; k++) {
+    if (matchAt(b, i, DELTA_SHAPE_PATTERNS[k]!)) {
+      shape = DELTA_SHAPE_PATTERNS[k]!
       break
     }
   }
   if (shape === undefined) return -1
-  i += shape.length
+  i += shape.bytes.length
   const text = i
   // The text: printable ASCII other than `"` and `\` is its own UTF-8 and its own decoded value. Its end is
   // the first `"` (a `"` inside a JSON string is escaped, and an escape declines).
@@ -248,8 +293,8 @@ const deltaEventEnd = (chunk: Uint8Array, at: number, out: DeltaScan): number =>
     if (c === 0x22) break
     if (c < 0x20 || c === 0x5c || c >= 0x7f) return -1
   }
-  if (!bytesAt(chunk, i, DELTA_EVENT_END)) return -1
-  const end = i + DELTA_EVENT_END.length
+  if (!matchAt(b, i, DELTA_EVENT_END)) return -1
+  const end = i + DELTA_EVENT_END.bytes.length
   // An event the parser would refuse as too large is left to the parser, so it fails the same way however
   // the stream is cut into chunks (the margin keeps this independent of how line ends are counted).
   if (end - at > DEFAULT_MAX_EVENT_BYTES - 16) return -1
@@ -263,7 +308,7 @@ const deltaEventEnd = (chunk: Uint8Array, at: number, out: DeltaScan): number =>
  */
 export const deltaChunkBytes = (chunk: Uint8Array): number => {
   const out = { bytes: 0 }
-  return deltaEventEnd(chunk, 0, out) === chunk.length ? out.bytes : -1
+  return deltaEventEnd(bytesOf(chunk), 0, out) === chunk.length ? out.bytes : -1
 }
 
 /** The index just past the first blank line (`\n\n`) at or after `at`, or -1. */
@@ -272,13 +317,6 @@ const blankLineEnd = (chunk: Uint8Array, at: number): number => {
     if (chunk[i] === 0x0a && chunk[i - 1] === 0x0a) return i + 1
   }
   return -1
-}
-
-/** `bytes` stand in `chunk` at `at`. */
-const bytesAt = (chunk: Uint8Array, at: number, bytes: Uint8Array): boolean => {
-  if (at + bytes.length > chunk.length) return false
-  for (let k = 0; k < bytes.length; k++) if (chunk[at + k] !== bytes[k]) return false
-  return true
 }
 
 class AnthropicMeter extends Meter {
@@ -292,10 +330,13 @@ class AnthropicMeter extends Meter {
    */
   override push(chunk: Uint8Array): void {
     const n = chunk.length
+    // Made at the first look for a delta event (most chunks of a stream are, or start with, one).
+    let bytes: Bytes | undefined
     let at = 0
     while (at < n && this.failure === undefined) {
       if (this.betweenEvents()) {
-        const end = deltaEventEnd(chunk, at, this.scan)
+        bytes ??= bytesOf(chunk)
+        const end = deltaEventEnd(bytes, at, this.scan)
         if (end > 0) {
           this.contentStarted = true
           this.outputChars += this.scan.bytes
