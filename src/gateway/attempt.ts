@@ -27,8 +27,6 @@ export interface AttemptResponse {
   readonly pending: Array<Buffer>
   /** The meter of a 2xx event stream; it has already read `pending`. */
   readonly meter: StreamMeter | undefined
-  /** The upstream body already ended. */
-  readonly ended: boolean
   /** The attempt's timing state; the relay keeps using it. */
   readonly deadline: Deadline
 }
@@ -114,21 +112,22 @@ export const sendAttempt = (
     /** The response head arrived: answer at once (not 2xx), or read the first chunk / the stream prelude. */
     const onHead = (call: UpstreamCall) => {
       const status = call.status
-      if (status < 200 || status >= 300) return respond(false)
+      if (status < 200 || status >= 300) return respond()
       if (isEventStream(call.headers["content-type"])) meter = makeStreamMeter(api)
       call.attach(prelude)
     }
-    const respond = (ended: boolean) => {
+    // What arrives until the relay attaches is queued (up to 32 KiB): a body that ends meanwhile leaves the
+    // connection reusable, also when the response is discarded.
+    const respond = () => {
       call.detach()
-      if (!ended) call.pause()
       deadline.firstByteBy = Infinity
       deadline.lastActivity = deadlines.now()
-      settle({ status: call.status, headers: call.headers, call, pending, meter, ended, deadline })
+      settle({ status: call.status, headers: call.headers, call, pending, meter, deadline })
     }
     const prelude = {
       onData: (chunk: Buffer) => {
         pending.push(chunk)
-        if (meter === undefined) return respond(false)
+        if (meter === undefined) return respond()
         meter.push(chunk)
         held += chunk.length
         // first_token ends at the first body byte (SPEC); between prelude events the idle timeout applies,
@@ -136,12 +135,12 @@ export const sendAttempt = (
         deadline.firstByteBy = Infinity
         deadline.lastActivity = deadlines.now()
         if (meter.contentStarted || meter.inbandError !== undefined || meter.failure !== undefined)
-          return respond(false)
-        if (held >= MAX_PRELUDE_BYTES) return respond(false)
+          return respond()
+        if (held >= MAX_PRELUDE_BYTES) return respond()
       },
       onEnd: () => {
         meter?.end()
-        respond(true)
+        respond()
       },
       onError: (error: UpstreamError) => fail(failureOf(error)),
     }

@@ -11,6 +11,14 @@ export interface BodyReader {
   readonly onError: (error: UpstreamError) => void
 }
 
+/**
+ * Bytes queued with no reader attached before the call pauses undici (the
+ * relay's one 32 KiB buffer). An error body or a short JSON body usually
+ * ends within it while the attempt loop decides, so the connection goes
+ * back to the pool instead of being aborted.
+ */
+export const QUEUE_LIMIT_BYTES = 32 * 1024
+
 /** The reason undici is given when Tollgate closes a call (one object: closing allocates no error). */
 const CLOSED_BY_TOLLGATE: UpstreamError = Object.assign(new Error("closed by Tollgate"), {
   code: "TOLLGATE_CLOSED",
@@ -20,10 +28,10 @@ const CLOSED_BY_TOLLGATE: UpstreamError = Object.assign(new Error("closed by Tol
  * One upstream request, as undici's dispatch handler (ADR 0034): the
  * response head and each body chunk arrive as calls, with no `Readable`
  * stream per response. Whoever reads the body attaches a `BodyReader`;
- * while none is attached or the call is paused, chunks are queued (at most
- * what undici had already parsed: a pause stops its parser, so the socket
- * is not read further and the upstream sees backpressure). A chunk that
- * arrives with no reader pauses the call; `resume` goes on.
+ * while none is attached, chunks are queued up to `QUEUE_LIMIT_BYTES`, then
+ * the call pauses; a reader pauses it for backpressure. A pause stops
+ * undici's parser after the chunk in hand (queued too), so the socket is
+ * not read further and the upstream sees backpressure; `resume` goes on.
  *
  * `onHead` runs once, when the status and headers arrive; `onFailure` when
  * the request fails before that. Later failures go to the reader (or wait
@@ -77,8 +85,8 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
     if (reader === undefined || this.paused) {
       ;(this.queued ??= []).push(chunk)
       this.queuedBytes += chunk.length
-      // Nobody to read it: stop undici after this chunk until someone resumes.
-      this.pause()
+      // Nobody reads it yet: past the limit, stop undici after this chunk until someone resumes.
+      if (this.queuedBytes >= QUEUE_LIMIT_BYTES) this.pause()
       return
     }
     reader.onData(chunk)

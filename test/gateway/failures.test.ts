@@ -244,7 +244,7 @@ for (const api of ["anthropic", "openai"] as const) {
         return false
       }, 20_000)
       expect(sent()).toBeLessThan(32 * 1024 * 1024)
-      // Tollgate's own memory for this response: the upstream chunk in hand (≤ 64 KiB), plus at most a chunk or two
+      // Tollgate's own memory for this response: ≤ 32 KiB queued plus the chunk in hand, plus at most a chunk or two
       // waiting for the client (the rest sits in the kernel's socket buffers, not in Tollgate).
       const metrics = await (await fetch(`${harness.url}/metrics`)).text()
       const buffered = Number(/^tollgate_relay_buffered_bytes (\d+)/m.exec(metrics)?.[1])

@@ -2,7 +2,12 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net"
 import { Agent } from "undici"
 import { afterEach, describe, expect, it } from "vitest"
-import { UpstreamCall, type BodyReader, type UpstreamError } from "../../src/gateway/upstream.js"
+import {
+  QUEUE_LIMIT_BYTES,
+  UpstreamCall,
+  type BodyReader,
+  type UpstreamError,
+} from "../../src/gateway/upstream.js"
 import { eventually } from "../support/harness.js"
 
 /** A real HTTP upstream whose handler each test writes. */
@@ -57,20 +62,53 @@ describe("UpstreamCall (undici dispatch handler)", () => {
       () => heads.push(-1),
     )
     dispatch(call)
-    await eventually(() => call.queuedBytes > 0)
-    // Nobody reads: the first chunk waits and undici stops parsing after it.
-    await new Promise((resolve) => setTimeout(resolve, 80))
-    expect(call.queuedBytes).toBe(4)
-    expect(call.ended).toBe(false)
+    // Nobody reads: a short body is queued whole (the connection can go back to the pool).
+    await eventually(() => call.ended)
+    expect(call.queuedBytes).toBe(13)
     const { seen, reader } = recorder()
     call.attach(reader)
-    // Paused since the chunk found no reader: nothing until resumed.
-    expect(seen).toEqual([])
-    call.resume()
-    await eventually(() => seen.at(-1) === "end")
-    expect(seen.join("")).toBe("data:one data:two data:threeend")
+    expect(seen).toEqual(["data:one ", "data:two ", "data:three", "end"])
+    expect(call.queuedBytes).toBe(0)
     expect(heads).toEqual([200])
     expect(call.headers["content-type"]).toBe("text/plain")
+  })
+
+  it(`queues at most ${QUEUE_LIMIT_BYTES} bytes and a socket read with no reader, then stops reading upstream`, async () => {
+    const total = 4 * 1024 * 1024
+    let written = 0
+    const { dispatch } = await setup((_req, res) => {
+      res.writeHead(200)
+      const piece = Buffer.alloc(16 * 1024, 0x61)
+      const more = () => {
+        while (written < total) {
+          written += piece.length
+          if (!res.write(piece)) return void res.once("drain", more)
+        }
+        res.end()
+      }
+      more()
+    })
+    const call = new UpstreamCall(
+      () => {},
+      () => {},
+    )
+    dispatch(call)
+    await eventually(() => call.queuedBytes >= QUEUE_LIMIT_BYTES)
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    expect(call.queuedBytes).toBeLessThan(QUEUE_LIMIT_BYTES + 64 * 1024)
+    expect(call.ended).toBe(false)
+    // The upstream is held back by the socket buffers, not read into Tollgate.
+    expect(written).toBeLessThan(total)
+    let received = 0
+    let ended = false
+    call.attach({
+      onData: (chunk) => (received += chunk.length),
+      onEnd: () => (ended = true),
+      onError: () => {},
+    })
+    call.resume()
+    await eventually(() => ended)
+    expect(received).toBe(total)
   })
 
   it("a reader that pauses gets nothing more until it resumes", async () => {
@@ -140,13 +178,11 @@ describe("UpstreamCall (undici dispatch handler)", () => {
       () => {},
     )
     dispatch(call)
-    await eventually(() => call.queuedBytes > 0)
-    // Undici saw the reset while paused; the failure waits behind the chunk.
-    await new Promise((resolve) => setTimeout(resolve, 80))
+    await eventually(() => call.error !== undefined)
+    // The failure waits behind the queued chunk for the reader.
     const { seen, reader } = recorder()
     call.attach(reader)
-    call.resume()
-    await eventually(() => seen.length === 2)
+    expect(seen).toHaveLength(2)
     expect(seen[0]).toBe("data:partial")
     expect(seen[1]).toMatch(/^error:/)
   })
