@@ -85,10 +85,11 @@ export const sendAttempt = (
   Effect.async<AttemptResponse | AttemptFailed>((resume) => {
     let settled = false
     const now = deadlines.now()
-    const settle = (result: AttemptResponse | AttemptFailed) => {
+    /** `cancel`: what the request's finalizer closes until the next step takes the response over. */
+    const settle = (result: AttemptResponse | AttemptFailed, cancel?: () => void) => {
       if (settled) return
       settled = true
-      slot.cancel = undefined
+      slot.cancel = cancel
       resume(Effect.succeed(result))
     }
     const fail = (failure: AttemptFailed) => {
@@ -122,7 +123,10 @@ export const sendAttempt = (
       call.detach()
       deadline.firstByteBy = Infinity
       deadline.lastActivity = deadlines.now()
-      settle({ status: call.status, headers: call.headers, call, pending, meter, deadline })
+      settle({ status: call.status, headers: call.headers, call, pending, meter, deadline }, () => {
+        deadlines.unregister(deadline)
+        call.close()
+      })
     }
     const prelude = {
       onData: (chunk: Buffer) => {
@@ -146,6 +150,12 @@ export const sendAttempt = (
     }
     const call = new UpstreamCall(onHead, (error) => fail(failureOf(error)))
     deadlines.register(deadline)
+    slot.cancel = () => {
+      if (settled) return
+      settled = true
+      deadlines.unregister(deadline)
+      call.close()
+    }
     dispatcher.dispatch(
       {
         origin: upstream.origin,
@@ -156,10 +166,4 @@ export const sendAttempt = (
       },
       call,
     )
-    slot.cancel = () => {
-      if (settled) return
-      settled = true
-      deadlines.unregister(deadline)
-      call.close()
-    }
   })

@@ -82,6 +82,8 @@ export const makeRunRoute = (deps: RouteDeps) => {
   }
 
   const serve = (ctx: RequestContext, held: Held, res: ServerResponse) => {
+    // Owned by the request's finalizer until the relay takes the response over (a failure before it closes it).
+    ctx.cancel = () => discard(held.response, deadlines)
     ctx.target = held.target
     ctx.price = price(held.target)
     ctx.targetEstimate = targetEstimate(ctx, ctx.price)

@@ -95,6 +95,8 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
   onResponseEnd(): void {
     if (this.closed) return
     this.ended = true
+    // The controller's pause and resume act on the socket's parser, which now serves the next request.
+    this.controller = undefined
     if (this.queued === undefined && !this.paused) this.finish()
   }
 
@@ -105,6 +107,7 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
       return this.onFailure(error)
     }
     this.error = error
+    this.controller = undefined
     if (this.queued === undefined && !this.paused) this.finish()
   }
 
@@ -144,19 +147,34 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
     this.queued = undefined
     this.queuedBytes = 0
     if (!this.ended) this.controller?.abort(CLOSED_BY_TOLLGATE)
+    this.controller = undefined
   }
 
+  /**
+   * Delivers the queue, then the end or a failure. Outside undici's parser
+   * callbacks (which catch what a reader throws and abort the request), so
+   * a reader that throws here gets the error as a failure, and the request
+   * is aborted, rather than the exception reaching the event loop.
+   */
   private flush(): void {
-    let queued = this.queued
-    while (queued !== undefined && !this.paused && this.reader !== undefined) {
-      const chunk = queued.shift()!
-      this.queuedBytes -= chunk.length
-      if (queued.length === 0) this.queued = queued = undefined
-      this.reader.onData(chunk)
-      if (this.closed) return
-      queued = this.queued
+    let reader = this.reader
+    try {
+      let queued = this.queued
+      while (queued !== undefined && !this.paused && reader !== undefined) {
+        const chunk = queued.shift()!
+        this.queuedBytes -= chunk.length
+        if (queued.length === 0) this.queued = queued = undefined
+        reader.onData(chunk)
+        if (this.closed) return
+        queued = this.queued
+        reader = this.reader
+      }
+      if (this.queued === undefined && !this.paused) this.finish()
+    } catch (cause) {
+      this.close()
+      const error: UpstreamError = cause instanceof Error ? cause : new Error(String(cause))
+      reader?.onError(error)
     }
-    if (this.queued === undefined && !this.paused) this.finish()
   }
 
   /** Gives the reader the end or the failure, if there is one, and detaches it (each is delivered once). */

@@ -37,6 +37,11 @@ afterEach(async () => {
 
 const setup = async (handler: (req: IncomingMessage, res: ServerResponse) => void, connections = 4) => {
   const { server, origin } = await serve(handler)
+  const sockets = { opened: 0, closed: 0 }
+  server.on("connection", (socket) => {
+    sockets.opened++
+    socket.on("close", () => sockets.closed++)
+  })
   const agent = new Agent({ connections })
   cleanup.push(
     () => agent.destroy(),
@@ -45,8 +50,10 @@ const setup = async (handler: (req: IncomingMessage, res: ServerResponse) => voi
   )
   const dispatch = (call: UpstreamCall, path = "/") =>
     agent.dispatch({ origin, path, method: "POST", headers: {}, body: "{}" }, call)
-  return { dispatch }
+  return { dispatch, sockets }
 }
+
+const noReader: BodyReader = { onData: () => {}, onEnd: () => {}, onError: () => {} }
 
 describe("UpstreamCall (undici dispatch handler)", () => {
   it("queues what arrives while no reader is attached, and gives it, then the end, to the next reader in order", async () => {
@@ -252,5 +259,109 @@ describe("UpstreamCall (undici dispatch handler)", () => {
     dispatch(call)
     await eventually(() => closed, 1_000)
     expect(call.queuedBytes).toBe(0)
+  })
+
+  it("a discarded response that arrived whole leaves its connection in the pool", async () => {
+    const { dispatch, sockets } = await setup((_req, res) => {
+      res.writeHead(529, { "content-type": "application/json" })
+      res.end('{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}')
+    }, 1)
+    for (let i = 0; i < 10; i++) {
+      await new Promise<void>((done) => {
+        // As the attempt loop does: the head settles the attempt, the loop discards it a microtask later.
+        const call = new UpstreamCall(
+          (c) =>
+            void Promise.resolve().then(() => {
+              c.close()
+              done()
+            }),
+          () => done(),
+        )
+        dispatch(call)
+      })
+    }
+    expect(sockets.opened).toBe(1)
+    expect(sockets.closed).toBe(0)
+  })
+
+  it("closing a call paused at the queue limit aborts it: the upstream connection closes", async () => {
+    const { dispatch, sockets } = await setup((_req, res) => {
+      res.writeHead(200)
+      const piece = Buffer.alloc(16 * 1024, 0x61)
+      const more = () => {
+        while (res.write(piece));
+        res.once("drain", more)
+      }
+      more()
+    })
+    const call = new UpstreamCall(
+      () => {},
+      () => {},
+    )
+    dispatch(call)
+    await eventually(() => call.queuedBytes >= QUEUE_LIMIT_BYTES)
+    call.close()
+    expect(call.queuedBytes).toBe(0)
+    await eventually(() => sockets.closed > 0, 1_000)
+  })
+
+  it("pause and resume after the end leave the next request on the same connection alone", async () => {
+    const { dispatch, sockets } = await setup((req, res) => {
+      if (req.url === "/short") return void res.end("x".repeat(20))
+      res.writeHead(200)
+      const piece = Buffer.alloc(16 * 1024, 0x62)
+      let n = 0
+      const more = () => {
+        while (n++ < 256) if (!res.write(piece)) return void res.once("drain", more)
+        res.end()
+      }
+      more()
+    }, 1)
+    const first = new UpstreamCall(
+      () => {},
+      () => {},
+    )
+    dispatch(first, "/short")
+    await eventually(() => first.ended)
+    // A reader that pauses after the end (a slow client, a budget pause) ...
+    first.pause()
+    const second = new UpstreamCall(
+      () => {},
+      () => {},
+    )
+    dispatch(second, "/long")
+    await eventually(() => second.queuedBytes >= QUEUE_LIMIT_BYTES)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    const held = second.queuedBytes
+    // ... and resumes later must not resume the parser, which now reads the second response.
+    first.attach(noReader)
+    first.resume()
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    expect(second.queuedBytes).toBe(held)
+    expect(sockets.opened).toBe(1)
+    second.close()
+  })
+
+  it("a reader that throws while the queue is delivered gets the error, and the request is aborted", async () => {
+    const { dispatch, sockets } = await setup((_req, res) => {
+      res.writeHead(200)
+      res.write("first")
+    })
+    const call = new UpstreamCall(
+      () => {},
+      () => {},
+    )
+    dispatch(call)
+    await eventually(() => call.queuedBytes > 0)
+    const errors: Array<string> = []
+    call.attach({
+      onData: () => {
+        throw new Error("a bug in the reader")
+      },
+      onEnd: () => errors.push("end"),
+      onError: (error) => errors.push(error.message),
+    })
+    expect(errors).toEqual(["a bug in the reader"])
+    await eventually(() => sockets.closed > 0, 1_000)
   })
 })
