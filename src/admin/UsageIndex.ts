@@ -91,6 +91,10 @@ export const withIndex = <E, R>(log: Layer.Layer<UsageLog, E, R>): Layer.Layer<U
             index.add(record)
             return inner.append(record)
           }),
+        appendNow: (record) => {
+          index.add(record)
+          return inner.appendNow(record)
+        },
       })
     }),
   ).pipe(Layer.provide(log))

@@ -4,7 +4,7 @@ import type { IncomingMessage, ServerResponse } from "node:http"
 import { Config } from "../config/Config.js"
 import type { RouteConfig } from "../config/model.js"
 import { renderError, streamErrorEvent } from "../http/errorBody.js"
-import { Limits } from "../limits/Limits.js"
+import { Limits, type Admission } from "../limits/Limits.js"
 import { logRequest, writeRequestLine } from "../ops/logger.js"
 import { IndexedList } from "../ops/IndexedList.js"
 import { OpenRequests } from "../ops/OpenRequests.js"
@@ -75,32 +75,57 @@ export const layer = Layer.effect(
       Runtime.setFiberRef(yield* Effect.runtime<never>(), FiberRef.currentScheduler, makeSharedScheduler()),
     )
 
-    /** Appends the usage record and its log line (the metrics count the request as the line is built). */
-    const writeRecord = (ctx: RequestContext): Effect.Effect<void> => {
+    /**
+     * Appends the usage record and its log line now (the metrics count the
+     * request as the line is built). Returns undefined, or what must still
+     * run: the logging of a write that failed, or the line through Effect's
+     * logger when the JSON log writer is not in use.
+     */
+    const writeRecordNow = (ctx: RequestContext): Effect.Effect<void> | undefined => {
       const now = deadlines.now()
       const line = ctx.toRecord(now)
-      const written = usageLog.append(line)
+      const failed = usageLog.appendNow(line)
       telemetry.requestDone(ctx)
-      return writeRequestLine(line, now) ? written : Effect.zipRight(written, logRequest(line))
+      if (writeRequestLine(line, now)) return failed
+      return failed === undefined ? logRequest(line) : Effect.zipRight(failed, logRequest(line))
     }
+
+    const both = (a: Effect.Effect<void> | undefined, b: Effect.Effect<void> | undefined) =>
+      a === undefined ? b : b === undefined ? a : Effect.zipRight(a, b)
 
     /**
      * Settles the admission and appends the usage record, once per request,
-     * before the response ends. Uninterruptible from the moment it claims the
-     * record: a client that leaves while the settle is on its way to Redis
-     * (or at a cooperative yield) must not lose it.
+     * before the response ends. With a store that settles in this process
+     * (memory), claiming the record, settling and writing it are one step of
+     * the fiber, which nothing can interrupt; with a remote store (Redis) the
+     * steps are uninterruptible from the moment the record is claimed: a
+     * client that leaves while the settle is on its way must not lose it.
      */
     const record = (ctx: RequestContext): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        if (ctx.recorded) return Effect.void
+        const admission = ctx.admission
+        if (admission !== undefined && !limits.canSettleNow(admission))
+          return recordAfterSettle(ctx, admission)
+        ctx.recorded = true
+        let rest: Effect.Effect<void> | undefined
+        if (admission !== undefined) {
+          openRequests.done(ctx)
+          rest = limits.settleNow(admission, ctx.cost(), ctx.settledTokens())
+        }
+        rest = both(rest, writeRecordNow(ctx))
+        return rest === undefined ? Effect.void : Effect.uninterruptible(rest)
+      })
+
+    const recordAfterSettle = (ctx: RequestContext, admission: Admission): Effect.Effect<void> =>
       Effect.uninterruptible(
         Effect.suspend(() => {
           if (ctx.recorded) return Effect.void
           ctx.recorded = true
-          const admission = ctx.admission
-          if (admission === undefined) return writeRecord(ctx)
           openRequests.done(ctx)
           return Effect.zipRight(
             limits.settle(admission, ctx.cost(), ctx.settledTokens()),
-            Effect.suspend(() => writeRecord(ctx)),
+            Effect.suspend(() => writeRecordNow(ctx) ?? Effect.void),
           )
         }),
       )

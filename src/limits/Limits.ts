@@ -99,6 +99,18 @@ export class Limits extends Context.Tag("tollgate/Limits")<
     ) => Effect.Effect<Admission, RateLimited | BudgetExceeded | StoreUnavailable>
     /** Replaces the reservation with `cost` and the token estimate with `tokens`. Never fails: a failed settle leaves the reservation. */
     readonly settle: (admission: Admission, cost: number, tokens: number) => Effect.Effect<void>
+    /** Whether `settleNow` can settle `admission` (its store keeps its state in this process). */
+    readonly canSettleNow: (admission: Admission) => boolean
+    /**
+     * `settle`, done before it returns, where `canSettleNow` (otherwise does
+     * nothing). Returns undefined, or the logging of a failed settle, which
+     * the caller must run.
+     */
+    readonly settleNow: (
+      admission: Admission,
+      cost: number,
+      tokens: number,
+    ) => Effect.Effect<void> | undefined
     /** Extends the reservation by `amount` if the hard budgets allow it. */
     readonly extend: (admission: Admission, amount: number) => Effect.Effect<ExtendResult>
     /** False from a store error until a store operation succeeds again. */
@@ -221,30 +233,44 @@ export const make = (
       )
     })
 
+  const settleRequest = (admission: Admission, cost: number, tokens: number) => ({
+    tenant: admission.tenant.name,
+    now: now(),
+    minute: admission.admitted.minute,
+    month: admission.admitted.month,
+    sessionId: admission.via === "store" ? admission.sessionId : undefined,
+    reserved: admission.reserved,
+    cost: admission.via === "store" ? cost : 0,
+    tokenDelta: tokens - admission.tokenCost,
+  })
+
+  const canSettleNow = (admission: Admission): boolean =>
+    (admission.via === "store" ? store : local).settleNow !== undefined
+
+  const settleFailed = (admission: Admission, message: string) =>
+    Effect.logWarning("settle failed; the reservation stays until the end of its period").pipe(
+      Effect.annotateLogs({ tenant: admission.tenant.name, error: message }),
+    )
+
+  const settleNow = (admission: Admission, cost: number, tokens: number): Effect.Effect<void> | undefined => {
+    const settleNowIn = (admission.via === "store" ? store : local).settleNow
+    if (admission.settled || settleNowIn === undefined) return undefined
+    admission.settled = true
+    try {
+      settleNowIn(settleRequest(admission, cost, tokens))
+      return undefined
+    } catch (error) {
+      return settleFailed(admission, error instanceof Error ? error.message : String(error))
+    }
+  }
+
   const settle = (admission: Admission, cost: number, tokens: number): Effect.Effect<void> =>
     Effect.suspend(() => {
       if (admission.settled) return Effect.void
       admission.settled = true
-      const request = {
-        tenant: admission.tenant.name,
-        now: now(),
-        minute: admission.admitted.minute,
-        month: admission.admitted.month,
-        sessionId: admission.via === "store" ? admission.sessionId : undefined,
-        reserved: admission.reserved,
-        cost: admission.via === "store" ? cost : 0,
-        tokenDelta: tokens - admission.tokenCost,
-      }
+      const request = settleRequest(admission, cost, tokens)
       const target = admission.via === "store" ? store : local
-      return target
-        .settle(request)
-        .pipe(
-          Effect.catchAll((error) =>
-            Effect.logWarning("settle failed; the reservation stays until the end of its period").pipe(
-              Effect.annotateLogs({ tenant: admission.tenant.name, error: error.message }),
-            ),
-          ),
-        )
+      return target.settle(request).pipe(Effect.catchAll((error) => settleFailed(admission, error.message)))
     })
 
   const extend = (admission: Admission, amount: number): Effect.Effect<ExtendResult> =>
@@ -287,7 +313,7 @@ export const make = (
     )
   })
 
-  return { admit, settle, extend, storeOk: () => healthy, checkStore }
+  return { admit, settle, canSettleNow, settleNow, extend, storeOk: () => healthy, checkStore }
 }
 
 export const layer = Layer.effect(

@@ -125,6 +125,13 @@ export interface StoreService {
   readonly admit: (request: AdmitRequest) => Effect.Effect<Admitted | Refused, StoreError>
   /** Replaces the request's reservation with its real cost and its token estimate with the reported tokens. */
   readonly settle: (request: SettleRequest) => Effect.Effect<void, StoreError>
+  /**
+   * `settle`, done before it returns, by a store that keeps its state in this
+   * process (the memory store). A request then settles and writes its record
+   * in one step of its fiber. Absent on stores that must be asked over the
+   * network.
+   */
+  readonly settleNow?: ((request: SettleRequest) => void) | undefined
   /** Adds to an open request's reservation if its hard budgets allow it (the stream cutoff); false when refused. */
   readonly extend: (request: ExtendRequest) => Effect.Effect<boolean, StoreError>
   /** What the admin API shows of a tenant at `now`. */

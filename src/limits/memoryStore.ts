@@ -234,6 +234,7 @@ const make = () => {
   const service: StoreService = {
     admit: (request) => Effect.sync(() => admit(request)),
     settle: (request) => Effect.sync(() => settle(request)),
+    settleNow: settle,
     extend: (request) => Effect.sync(() => extend(request)),
     tenantState: (name, now) => Effect.sync(() => tenantState(name, now)),
   }

@@ -27,6 +27,13 @@ export interface UsageLogService {
    * reopened, and the error is logged.
    */
   readonly append: (record: UsageRecord) => Effect.Effect<void>
+  /**
+   * `append`, done before it returns (the write is synchronous anyway): no
+   * step of the request fiber of its own. Returns undefined when the line
+   * was written, else the logging of the failure (the line is kept, as
+   * with `append`), which the caller must run.
+   */
+  readonly appendNow: (record: UsageRecord) => Effect.Effect<void> | undefined
 }
 
 const errorMessage = (cause: unknown): string => (cause instanceof Error ? cause.message : String(cause))
@@ -181,23 +188,25 @@ const make = Effect.fnUntraced(function* (file: string) {
   // One write(2) per record, straight from the request fiber: the line is in the OS (page cache) when the
   // append completes, for ~2 µs of CPU — a thread-pool write costs a hand-off, a wake-up and a callback per
   // event-loop turn (tens of µs) and an asynchronous resume of the request (ADR 0030).
-  const append = (record: UsageRecord): Effect.Effect<void> =>
-    Effect.suspend(() => {
-      const error = writeOut(encodeRecord(record))
-      if (error === undefined) return Effect.void
-      const lost = trim()
-      return Effect.logError("usage record not written").pipe(
-        Effect.annotateLogs({
-          file,
-          request_id: record.request_id,
-          error: error.message,
-          kept_for_retry: unwritten.length,
-          ...(lost.length > 0 ? { given_up: lost.map((b) => b.toString("utf8")) } : {}),
-        }),
-      )
-    })
+  const appendNow = (record: UsageRecord): Effect.Effect<void> | undefined => {
+    const error = writeOut(encodeRecord(record))
+    if (error === undefined) return undefined
+    const lost = trim()
+    return Effect.logError("usage record not written").pipe(
+      Effect.annotateLogs({
+        file,
+        request_id: record.request_id,
+        error: error.message,
+        kept_for_retry: unwritten.length,
+        ...(lost.length > 0 ? { given_up: lost.map((b) => b.toString("utf8")) } : {}),
+      }),
+    )
+  }
 
-  return UsageLog.of({ append })
+  const append = (record: UsageRecord): Effect.Effect<void> =>
+    Effect.suspend(() => appendNow(record) ?? Effect.void)
+
+  return UsageLog.of({ append, appendNow })
 })
 
 /** The usage-record log of this process. */
