@@ -92,8 +92,17 @@ export const withIndex = <E, R>(log: Layer.Layer<UsageLog, E, R>): Layer.Layer<U
             return inner.append(record)
           }),
         appendNow: (record) => {
-          index.add(record)
-          return inner.appendNow(record)
+          const failed = inner.appendNow(record)
+          try {
+            index.add(record)
+            return failed
+          } catch (cause) {
+            // The record is in the file; only /admin/usage misses it until a restart.
+            const indexFailed = Effect.logError("usage record not added to the usage index").pipe(
+              Effect.annotateLogs({ request_id: record.request_id, error: String(cause) }),
+            )
+            return failed === undefined ? indexFailed : Effect.zipRight(failed, indexFailed)
+          }
         },
       })
     }),

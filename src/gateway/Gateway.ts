@@ -4,7 +4,7 @@ import type { IncomingMessage, ServerResponse } from "node:http"
 import { Config } from "../config/Config.js"
 import type { RouteConfig } from "../config/model.js"
 import { renderError, streamErrorEvent } from "../http/errorBody.js"
-import { Limits, type Admission } from "../limits/Limits.js"
+import { Limits } from "../limits/Limits.js"
 import { logRequest, writeRequestLine } from "../ops/logger.js"
 import { IndexedList } from "../ops/IndexedList.js"
 import { OpenRequests } from "../ops/OpenRequests.js"
@@ -95,38 +95,30 @@ export const layer = Layer.effect(
 
     /**
      * Settles the admission and appends the usage record, once per request,
-     * before the response ends. With a store that settles in this process
-     * (memory), claiming the record, settling and writing it are one step of
-     * the fiber, which nothing can interrupt; with a remote store (Redis) the
-     * steps are uninterruptible from the moment the record is claimed: a
-     * client that leaves while the settle is on its way must not lose it.
+     * before the response ends. Uninterruptible from the moment it claims the
+     * record: a client that leaves while the settle is on its way to Redis
+     * must not lose it, nor the logging of a write that failed (which may
+     * hold the only copy of lines given up). With a store that settles in
+     * this process (memory), claiming, settling and writing are one step of
+     * the fiber (ADR 0035).
      */
     const record = (ctx: RequestContext): Effect.Effect<void> =>
-      Effect.suspend(() => {
-        if (ctx.recorded) return Effect.void
-        const admission = ctx.admission
-        if (admission !== undefined && !limits.canSettleNow(admission))
-          return recordAfterSettle(ctx, admission)
-        ctx.recorded = true
-        let rest: Effect.Effect<void> | undefined
-        if (admission !== undefined) {
-          openRequests.done(ctx)
-          rest = limits.settleNow(admission, ctx.cost(), ctx.settledTokens())
-        }
-        rest = both(rest, writeRecordNow(ctx))
-        return rest === undefined ? Effect.void : Effect.uninterruptible(rest)
-      })
-
-    const recordAfterSettle = (ctx: RequestContext, admission: Admission): Effect.Effect<void> =>
       Effect.uninterruptible(
         Effect.suspend(() => {
           if (ctx.recorded) return Effect.void
           ctx.recorded = true
+          const admission = ctx.admission
+          if (admission === undefined) return writeRecordNow(ctx) ?? Effect.void
           openRequests.done(ctx)
-          return Effect.zipRight(
-            limits.settle(admission, ctx.cost(), ctx.settledTokens()),
-            Effect.suspend(() => writeRecordNow(ctx) ?? Effect.void),
-          )
+          const cost = ctx.cost()
+          const tokens = ctx.settledTokens()
+          if (!limits.canSettleNow(admission)) {
+            return Effect.zipRight(
+              limits.settle(admission, cost, tokens),
+              Effect.suspend(() => writeRecordNow(ctx) ?? Effect.void),
+            )
+          }
+          return both(limits.settleNow(admission, cost, tokens), writeRecordNow(ctx)) ?? Effect.void
         }),
       )
 

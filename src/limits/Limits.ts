@@ -4,7 +4,14 @@ import { BudgetExceeded, RateLimited, StoreUnavailable } from "../gateway/errors
 import { noopTelemetry, Telemetry, type TelemetryService } from "../ops/Telemetry.js"
 import { makeMemoryStore } from "./memoryStore.js"
 import { rateHeaders, retryAfterSeconds, type RateHeaders } from "./rateHeaders.js"
-import { Store, type Admitted, type BudgetCheck, type Refused, type StoreService } from "./Store.js"
+import {
+  settleNowOf,
+  Store,
+  type Admitted,
+  type BudgetCheck,
+  type Refused,
+  type StoreService,
+} from "./Store.js"
 
 /** After a store error, how long each copy uses only its local limits before it tries the store again, ms (ADR 0006). */
 export const LOCAL_ONLY_MS = 5_000
@@ -244,8 +251,11 @@ export const make = (
     tokenDelta: tokens - admission.tokenCost,
   })
 
-  const canSettleNow = (admission: Admission): boolean =>
-    (admission.via === "store" ? store : local).settleNow !== undefined
+  const storeSettleNow = settleNowOf(store)
+  const localSettleNow = settleNowOf(local)
+  const settleNowFor = (admission: Admission) => (admission.via === "store" ? storeSettleNow : localSettleNow)
+
+  const canSettleNow = (admission: Admission): boolean => settleNowFor(admission) !== undefined
 
   const settleFailed = (admission: Admission, message: string) =>
     Effect.logWarning("settle failed; the reservation stays until the end of its period").pipe(
@@ -253,7 +263,7 @@ export const make = (
     )
 
   const settleNow = (admission: Admission, cost: number, tokens: number): Effect.Effect<void> | undefined => {
-    const settleNowIn = (admission.via === "store" ? store : local).settleNow
+    const settleNowIn = settleNowFor(admission)
     if (admission.settled || settleNowIn === undefined) return undefined
     admission.settled = true
     try {

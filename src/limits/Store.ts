@@ -125,13 +125,6 @@ export interface StoreService {
   readonly admit: (request: AdmitRequest) => Effect.Effect<Admitted | Refused, StoreError>
   /** Replaces the request's reservation with its real cost and its token estimate with the reported tokens. */
   readonly settle: (request: SettleRequest) => Effect.Effect<void, StoreError>
-  /**
-   * `settle`, done before it returns, by a store that keeps its state in this
-   * process (the memory store). A request then settles and writes its record
-   * in one step of its fiber. Absent on stores that must be asked over the
-   * network.
-   */
-  readonly settleNow?: ((request: SettleRequest) => void) | undefined
   /** Adds to an open request's reservation if its hard budgets allow it (the stream cutoff); false when refused. */
   readonly extend: (request: ExtendRequest) => Effect.Effect<boolean, StoreError>
   /** What the admin API shows of a tenant at `now`. */
@@ -139,6 +132,23 @@ export interface StoreService {
 }
 
 export class Store extends Context.Tag("tollgate/Store")<Store, StoreService>() {}
+
+/** `settle` done synchronously, for the stores that keep their state in this process: see `settleNowOf`. */
+const inProcessSettles = new WeakMap<StoreService, (request: SettleRequest) => void>()
+
+/** Registers `settle` as what `service` does synchronously (the memory store). */
+export const registerSettleNow = (service: StoreService, settle: (request: SettleRequest) => void): void => {
+  inProcessSettles.set(service, settle)
+}
+
+/**
+ * `service`'s `settle`, done before it returns, when `service` itself keeps
+ * its state in this process (the memory store, ADR 0035); undefined for a
+ * remote store — and for any wrapper around a memory store, which has its
+ * own `settle` to be called (a registry, not a property a spread would copy).
+ */
+export const settleNowOf = (service: StoreService): ((request: SettleRequest) => void) | undefined =>
+  inProcessSettles.get(service)
 
 let cachedMonth = ""
 let cachedFrom = 0

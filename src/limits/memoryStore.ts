@@ -10,6 +10,7 @@ import { readUsageFile, type UsageFileError } from "../meter/UsageLog.js"
 import {
   MINUTE_MS,
   monthOf,
+  registerSettleNow,
   SESSION_TTL_MS,
   Store,
   type AdmitRequest,
@@ -234,10 +235,10 @@ const make = () => {
   const service: StoreService = {
     admit: (request) => Effect.sync(() => admit(request)),
     settle: (request) => Effect.sync(() => settle(request)),
-    settleNow: settle,
     extend: (request) => Effect.sync(() => extend(request)),
     tenantState: (name, now) => Effect.sync(() => tenantState(name, now)),
   }
+  registerSettleNow(service, settle)
   return { service, tenant, month }
 }
 

@@ -27,8 +27,6 @@ const slow = (inner: StoreService, delays: { admit?: number; settle?: number; ex
       admit: (r) =>
         Effect.flatMap(inner.admit(r), (x) => Effect.as(Effect.sleep(`${delays.admit ?? 0} millis`), x)),
       settle: (r) => Effect.zipRight(Effect.sleep(`${delays.settle ?? 0} millis`), inner.settle(r)),
-      // A remote store settles only through `settle`.
-      settleNow: undefined,
       extend: (r) => Effect.zipRight(Effect.sleep(`${delays.extend ?? 0} millis`), inner.extend(r)),
     }),
   )
