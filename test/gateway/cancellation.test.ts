@@ -82,6 +82,62 @@ describe("cancellation and backpressure", () => {
   })
 })
 
+describe("a slow client that reads everything", () => {
+  let h: Harness
+  beforeAll(async () => {
+    h = await startHarness()
+  })
+  afterAll(async () => {
+    await h.close()
+  })
+
+  it("gets the whole stream and its end, though the upstream ends while Tollgate waits for the client", async () => {
+    const tokens = 20_000
+    const payload = body("claude", { max_tokens: tokens })
+    const req = request(`${h.url}/v1/messages`, {
+      method: "POST",
+      headers: {
+        "x-api-key": h.key,
+        "content-type": "application/json",
+        "x-fake-scenario": "max-tokens",
+        "content-length": Buffer.byteLength(payload),
+      },
+    })
+    const responded = new Promise<import("node:http").IncomingMessage>((resolve) =>
+      req.on("response", resolve),
+    )
+    req.end(payload)
+    const res = await responded
+    // Reads in bursts with pauses, so Tollgate's writes back up and it pauses the upstream many times;
+    // the upstream's end arrives while it is paused (queued), and must still reach the client.
+    let text = ""
+    let read = 0
+    res.setEncoding("utf8")
+    await new Promise<void>((resolve, reject) => {
+      res.on("data", (chunk: string) => {
+        text += chunk
+        read += chunk.length
+        if (read >= 256 * 1024) {
+          read = 0
+          res.pause()
+          setTimeout(() => res.resume(), 30)
+        }
+      })
+      res.on("end", resolve)
+      res.on("error", reject)
+    })
+    expect(text.split("event: content_block_delta").length - 1).toBe(tokens)
+    expect(text).toContain("event: message_stop")
+    await eventually(() => h.records().length === 1)
+    expect(h.records()[0]).toMatchObject({
+      status: 200,
+      incomplete: false,
+      error: null,
+      output_tokens: tokens,
+    })
+  })
+})
+
 describe("a client that leaves during its upload", () => {
   let h: Harness
   beforeAll(async () => {
