@@ -1,5 +1,6 @@
 import { Context, Effect, Layer } from "effect"
-import { UsageFileError, UsageLog } from "../meter/UsageLog.js"
+import { UsageFileError, UsageLog, usageLogOf } from "../meter/UsageLog.js"
+import { andThen } from "../ops/leftover.js"
 import type { UsageRecord } from "../meter/record.js"
 import type { Columns } from "./columns.js"
 import { loadColumns, toRow } from "./load.js"
@@ -75,8 +76,9 @@ export const layer = (file: string): Layer.Layer<UsageIndex, UsageFileError> =>
   Layer.effect(UsageIndex, load(file))
 
 /**
- * `log` with every appended record also added to the index — before the
- * write, so a client that got its response always finds its record in
+ * `log` with every appended record also added to the index, in the same
+ * step as the write (after it, so an index failure cannot cost the record),
+ * so a client that got its response always finds its record in
  * `/admin/usage`.
  */
 export const withIndex = <E, R>(log: Layer.Layer<UsageLog, E, R>): Layer.Layer<UsageLog, E, R | UsageIndex> =>
@@ -85,25 +87,20 @@ export const withIndex = <E, R>(log: Layer.Layer<UsageLog, E, R>): Layer.Layer<U
     Effect.gen(function* () {
       const inner = yield* UsageLog
       const index = yield* UsageIndex
-      return UsageLog.of({
-        append: (record) =>
-          Effect.suspend(() => {
-            index.add(record)
-            return inner.append(record)
-          }),
-        appendNow: (record) => {
-          const failed = inner.appendNow(record)
-          try {
-            index.add(record)
-            return failed
-          } catch (cause) {
-            // The record is in the file; only /admin/usage misses it until a restart.
-            const indexFailed = Effect.logError("usage record not added to the usage index").pipe(
+      return usageLogOf((record) => {
+        const failed = inner.appendNow(record)
+        try {
+          index.add(record)
+          return failed
+        } catch (cause) {
+          // The record is in the file; only /admin/usage misses it until a restart.
+          return andThen(
+            failed,
+            Effect.logError("usage record not added to the usage index").pipe(
               Effect.annotateLogs({ request_id: record.request_id, error: String(cause) }),
-            )
-            return failed === undefined ? indexFailed : Effect.zipRight(failed, indexFailed)
-          }
-        },
+            ),
+          )
+        }
       })
     }),
   ).pipe(Layer.provide(log))

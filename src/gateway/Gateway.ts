@@ -7,6 +7,7 @@ import { renderError, streamErrorEvent } from "../http/errorBody.js"
 import { Limits } from "../limits/Limits.js"
 import { logRequest, writeRequestLine } from "../ops/logger.js"
 import { IndexedList } from "../ops/IndexedList.js"
+import { andThen, type Leftover } from "../ops/leftover.js"
 import { OpenRequests } from "../ops/OpenRequests.js"
 import { Telemetry } from "../ops/Telemetry.js"
 import { UsageLog } from "../meter/UsageLog.js"
@@ -77,48 +78,39 @@ export const layer = Layer.effect(
 
     /**
      * Appends the usage record and its log line now (the metrics count the
-     * request as the line is built). Returns undefined, or what must still
-     * run: the logging of a write that failed, or the line through Effect's
-     * logger when the JSON log writer is not in use.
+     * request as the line is built). Leaves the logging of a write that
+     * failed, or the line through Effect's logger when the JSON log writer is
+     * not in use.
      */
-    const writeRecordNow = (ctx: RequestContext): Effect.Effect<void> | undefined => {
+    const writeRecordNow = (ctx: RequestContext): Leftover => {
       const now = deadlines.now()
       const line = ctx.toRecord(now)
       const failed = usageLog.appendNow(line)
       telemetry.requestDone(ctx)
-      if (writeRequestLine(line, now)) return failed
-      return failed === undefined ? logRequest(line) : Effect.zipRight(failed, logRequest(line))
+      return writeRequestLine(line, now) ? failed : andThen(failed, logRequest(line))
     }
 
-    const both = (a: Effect.Effect<void> | undefined, b: Effect.Effect<void> | undefined) =>
-      a === undefined ? b : b === undefined ? a : Effect.zipRight(a, b)
-
     /**
-     * Settles the admission and appends the usage record, once per request,
-     * before the response ends. Uninterruptible from the moment it claims the
-     * record: a client that leaves while the settle is on its way to Redis
-     * must not lose it, nor the logging of a write that failed (which may
-     * hold the only copy of lines given up). With a store that settles in
-     * this process (memory), claiming, settling and writing are one step of
-     * the fiber (ADR 0035).
+     * Appends the usage record, then settles the admission, once per
+     * request, before the response ends. The record is written first, in the
+     * step that claims it, so nothing can separate the two (a crash before
+     * the settle leaves a reservation to the end of its period, never a
+     * charge without its record). Uninterruptible from that step on: a
+     * client that leaves while the settle is on its way to Redis must not cut
+     * it, nor the logging of a write that failed (which may hold the only
+     * copy of lines given up). With the memory store the settle is done in
+     * the same step (ADR 0035).
      */
     const record = (ctx: RequestContext): Effect.Effect<void> =>
       Effect.uninterruptible(
         Effect.suspend(() => {
           if (ctx.recorded) return Effect.void
           ctx.recorded = true
+          const written = writeRecordNow(ctx)
           const admission = ctx.admission
-          if (admission === undefined) return writeRecordNow(ctx) ?? Effect.void
+          if (admission === undefined) return written ?? Effect.void
           openRequests.done(ctx)
-          const cost = ctx.cost()
-          const tokens = ctx.settledTokens()
-          if (!limits.canSettleNow(admission)) {
-            return Effect.zipRight(
-              limits.settle(admission, cost, tokens),
-              Effect.suspend(() => writeRecordNow(ctx) ?? Effect.void),
-            )
-          }
-          return both(limits.settleNow(admission, cost, tokens), writeRecordNow(ctx)) ?? Effect.void
+          return andThen(written, limits.settle(admission, ctx.cost(), ctx.settledTokens())) ?? Effect.void
         }),
       )
 

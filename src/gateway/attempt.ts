@@ -1,5 +1,4 @@
 import { Data, Effect } from "effect"
-import type { IncomingHttpHeaders } from "node:http"
 import type { Dispatcher } from "undici"
 import type { ApiFormat, TimeoutsConfig } from "../config/model.js"
 import { makeStreamMeter, type StreamMeter } from "../meter/stream.js"
@@ -19,9 +18,7 @@ export const MAX_PRELUDE_BYTES = 64 * 1024
  * the end of the stream (ADR 0007).
  */
 export interface AttemptResponse {
-  readonly status: number
-  readonly headers: IncomingHttpHeaders
-  /** The upstream request: its body is read by attaching a reader (paused until the relay resumes it). */
+  /** The upstream request, with the response's status and headers; its body is read by attaching a reader. */
   readonly call: UpstreamCall
   /** Chunks read before the commit, not yet written to the client. */
   readonly pending: Array<Buffer>
@@ -39,6 +36,15 @@ export interface AttemptResponse {
  */
 export interface CancelSlot {
   cancel: (() => void) | undefined
+}
+
+/** Closes a response Tollgate will not relay (further): its deadline stops, its request is aborted unless it ended. */
+export const closeResponse = (
+  deadlines: Deadlines["Type"],
+  response: Pick<AttemptResponse, "call" | "deadline">,
+) => {
+  deadlines.unregister(response.deadline)
+  response.call.close()
 }
 
 /** Stops the step `slot` holds a canceler for, if any, and clears the slot. */
@@ -92,10 +98,10 @@ export const sendAttempt = (
       slot.cancel = cancel
       resume(Effect.succeed(result))
     }
+    const close = () => closeResponse(deadlines, { call, deadline })
     const fail = (failure: AttemptFailed) => {
       if (settled) return
-      deadlines.unregister(deadline)
-      call.close()
+      close()
       settle(failure)
     }
     const deadline: Deadline = {
@@ -123,10 +129,7 @@ export const sendAttempt = (
       call.detach()
       deadline.firstByteBy = Infinity
       deadline.lastActivity = deadlines.now()
-      settle({ status: call.status, headers: call.headers, call, pending, meter, deadline }, () => {
-        deadlines.unregister(deadline)
-        call.close()
-      })
+      settle({ call, pending, meter, deadline }, close)
     }
     const prelude = {
       onData: (chunk: Buffer) => {
@@ -153,8 +156,7 @@ export const sendAttempt = (
     slot.cancel = () => {
       if (settled) return
       settled = true
-      deadlines.unregister(deadline)
-      call.close()
+      close()
     }
     dispatcher.dispatch(
       {

@@ -1,6 +1,6 @@
 import { Effect } from "effect"
 import type { ServerResponse } from "node:http"
-import type { AttemptResponse, CancelSlot } from "./attempt.js"
+import { closeResponse, type AttemptResponse, type CancelSlot } from "./attempt.js"
 import type { Deadlines, TimeoutKind } from "./Deadlines.js"
 import type { BodyReader, UpstreamError } from "./upstream.js"
 
@@ -86,10 +86,7 @@ export const relay = (
             deadline.expired = kind
           }
           // Interrupted while the caller extends: the paused upstream request is closed by the finalizer.
-          slot.cancel = () => {
-            deadlines.unregister(deadline)
-            call.close()
-          }
+          slot.cancel = () => closeResponse(deadlines, response)
           resume(Effect.succeed(PAUSED))
         }
         return false

@@ -7,7 +7,7 @@ import type { Breakers, Outcome, Permit } from "../reliability/Breakers.js"
 import type { TelemetryService } from "../ops/Telemetry.js"
 import type { RetryBudget } from "../reliability/RetryBudget.js"
 import { parseRetryAfter, ruleForInbandError, ruleForStatus, type Rule } from "../reliability/rules.js"
-import { AttemptFailed, sendAttempt, type AttemptResponse } from "./attempt.js"
+import { AttemptFailed, closeResponse, sendAttempt, type AttemptResponse } from "./attempt.js"
 import { targetEstimate } from "./admission.js"
 import type { RequestContext } from "./context.js"
 import type { Deadlines } from "./Deadlines.js"
@@ -27,11 +27,6 @@ export interface LoopState {
   permit: Permit | undefined
 }
 
-const discard = (response: AttemptResponse, deadlines: Deadlines["Type"]): void => {
-  deadlines.unregister(response.deadline)
-  response.call.close()
-}
-
 /** The rule for an attempt's response: an in-band error or a broken stream before any content stands for a status. */
 const ruleFor = (response: AttemptResponse): { rule: Rule; reason: string } => {
   const meter = response.meter
@@ -42,7 +37,8 @@ const ruleFor = (response: AttemptResponse): { rule: Rule; reason: string } => {
     if (meter.failure !== undefined)
       return { rule: ruleForStatus(502), reason: `${meter.failure} event stream` }
   }
-  return { rule: ruleForStatus(response.status), reason: `status ${response.status}` }
+  const status = response.call.status
+  return { rule: ruleForStatus(status), reason: `status ${status}` }
 }
 
 export interface RouteDeps {
@@ -75,7 +71,7 @@ export const makeRunRoute = (deps: RouteDeps) => {
    * finalizer calls it (one finalizer per request instead of one per loop).
    */
   const release = (state: LoopState): void => {
-    if (state.held !== undefined) discard(state.held.response, deadlines)
+    if (state.held !== undefined) closeResponse(deadlines, state.held.response)
     if (state.permit !== undefined) breakers.record(state.permit, "neutral")
     state.held = undefined
     state.permit = undefined
@@ -83,7 +79,7 @@ export const makeRunRoute = (deps: RouteDeps) => {
 
   const serve = (ctx: RequestContext, held: Held, res: ServerResponse) => {
     // Owned by the request's finalizer until the relay takes the response over (a failure before it closes it).
-    ctx.cancel = () => discard(held.response, deadlines)
+    ctx.cancel = () => closeResponse(deadlines, held.response)
     ctx.target = held.target
     ctx.price = price(held.target)
     ctx.targetEstimate = targetEstimate(ctx, ctx.price)
@@ -124,7 +120,7 @@ export const makeRunRoute = (deps: RouteDeps) => {
           break targets
         }
         state.permit = permit
-        if (state.held !== undefined) discard(state.held.response, deadlines)
+        if (state.held !== undefined) closeResponse(deadlines, state.held.response)
         state.held = undefined
         if (ctx.attempts > 0) telemetry.nextAttempt(triesHere > 0 ? "retry" : "fallback")
         ctx.attempts++
@@ -162,7 +158,7 @@ export const makeRunRoute = (deps: RouteDeps) => {
         breakers.record(permit, rule.outcome)
         if (rule.cooldown) {
           const now = deadlines.now()
-          const ms = parseRetryAfter(response.headers["retry-after"], now)
+          const ms = parseRetryAfter(response.call.headers["retry-after"], now)
           if (ms !== undefined && ms > 0)
             breakers.cooldown(target.provider, target.model, adapter.region, now + ms)
         }

@@ -80,10 +80,11 @@ export const makeServeResponse = (
     response: AttemptResponse,
     res: ServerResponse,
   ) {
-    ctx.status = response.status
-    const ok = response.status >= 200 && response.status < 300
+    const { status, headers } = response.call
+    ctx.status = status
+    const ok = status >= 200 && status < 300
     // An upstream error sent on unchanged: the record says so.
-    if (!ok) ctx.error ??= `upstream_status_${response.status}`
+    if (!ok) ctx.error ??= `upstream_status_${status}`
     const meter = response.meter
     let json: JsonCollector | undefined
     let observe = noObserver
@@ -104,7 +105,7 @@ export const makeServeResponse = (
         return undefined
       }
     }
-    res.writeHead(response.status, relayHeaders(ctx, response.headers, deadlines.now(), meter !== undefined))
+    res.writeHead(status, relayHeaders(ctx, headers, deadlines.now(), meter !== undefined))
     ctx.committed = true
     ctx.committedMs = deadlines.now()
     if (meter !== undefined) {

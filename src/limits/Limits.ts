@@ -1,6 +1,7 @@
 import { Context, Effect, Layer } from "effect"
 import type { BudgetConfig, TenantConfig } from "../config/model.js"
 import { BudgetExceeded, RateLimited, StoreUnavailable } from "../gateway/errors.js"
+import type { Leftover } from "../ops/leftover.js"
 import { noopTelemetry, Telemetry, type TelemetryService } from "../ops/Telemetry.js"
 import { makeMemoryStore } from "./memoryStore.js"
 import { rateHeaders, retryAfterSeconds, type RateHeaders } from "./rateHeaders.js"
@@ -104,20 +105,15 @@ export class Limits extends Context.Tag("tollgate/Limits")<
     readonly admit: (
       input: AdmissionInput,
     ) => Effect.Effect<Admission, RateLimited | BudgetExceeded | StoreUnavailable>
-    /** Replaces the reservation with `cost` and the token estimate with `tokens`. Never fails: a failed settle leaves the reservation. */
-    readonly settle: (admission: Admission, cost: number, tokens: number) => Effect.Effect<void>
-    /** Whether `settleNow` can settle `admission` (its store keeps its state in this process). */
-    readonly canSettleNow: (admission: Admission) => boolean
     /**
-     * `settle`, done before it returns, where `canSettleNow` (otherwise does
-     * nothing). Returns undefined, or the logging of a failed settle, which
-     * the caller must run.
+     * Replaces the reservation with `cost` and the token estimate with
+     * `tokens`, once per admission. Done before it returns where the
+     * admission's store keeps its state in this process (the memory store,
+     * ADR 0035); what is left — the call to a remote store, the logging of a
+     * settle that failed — is returned for the caller to run. Never fails: a
+     * failed settle leaves the reservation.
      */
-    readonly settleNow: (
-      admission: Admission,
-      cost: number,
-      tokens: number,
-    ) => Effect.Effect<void> | undefined
+    readonly settle: (admission: Admission, cost: number, tokens: number) => Leftover
     /** Extends the reservation by `amount` if the hard budgets allow it. */
     readonly extend: (admission: Admission, amount: number) => Effect.Effect<ExtendResult>
     /** False from a store error until a store operation succeeds again. */
@@ -253,35 +249,30 @@ export const make = (
 
   const storeSettleNow = settleNowOf(store)
   const localSettleNow = settleNowOf(local)
-  const settleNowFor = (admission: Admission) => (admission.via === "store" ? storeSettleNow : localSettleNow)
-
-  const canSettleNow = (admission: Admission): boolean => settleNowFor(admission) !== undefined
 
   const settleFailed = (admission: Admission, message: string) =>
     Effect.logWarning("settle failed; the reservation stays until the end of its period").pipe(
       Effect.annotateLogs({ tenant: admission.tenant.name, error: message }),
     )
 
-  const settleNow = (admission: Admission, cost: number, tokens: number): Effect.Effect<void> | undefined => {
-    const settleNowIn = settleNowFor(admission)
-    if (admission.settled || settleNowIn === undefined) return undefined
+  const settle = (admission: Admission, cost: number, tokens: number): Leftover => {
+    if (admission.settled) return undefined
     admission.settled = true
+    const request = settleRequest(admission, cost, tokens)
+    const fromStore = admission.via === "store"
+    const settleNow = fromStore ? storeSettleNow : localSettleNow
+    if (settleNow === undefined) {
+      return (fromStore ? store : local)
+        .settle(request)
+        .pipe(Effect.catchAll((error) => settleFailed(admission, error.message)))
+    }
     try {
-      settleNowIn(settleRequest(admission, cost, tokens))
+      settleNow(request)
       return undefined
     } catch (error) {
       return settleFailed(admission, error instanceof Error ? error.message : String(error))
     }
   }
-
-  const settle = (admission: Admission, cost: number, tokens: number): Effect.Effect<void> =>
-    Effect.suspend(() => {
-      if (admission.settled) return Effect.void
-      admission.settled = true
-      const request = settleRequest(admission, cost, tokens)
-      const target = admission.via === "store" ? store : local
-      return target.settle(request).pipe(Effect.catchAll((error) => settleFailed(admission, error.message)))
-    })
 
   const extend = (admission: Admission, amount: number): Effect.Effect<ExtendResult> =>
     Effect.suspend(() => {
@@ -323,7 +314,7 @@ export const make = (
     )
   })
 
-  return { admit, settle, canSettleNow, settleNow, extend, storeOk: () => healthy, checkStore }
+  return { admit, settle, extend, storeOk: () => healthy, checkStore }
 }
 
 export const layer = Layer.effect(

@@ -6,6 +6,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import * as readline from "node:readline"
 import { Context, Data, Effect, Layer } from "effect"
+import type { Leftover } from "../ops/leftover.js"
 import { PartialWrite, writeAllSync } from "../ops/writeAll.js"
 import { decodeRecord, encodeRecord, type UsageRecord } from "./record.js"
 
@@ -33,8 +34,14 @@ export interface UsageLogService {
    * was written, else the logging of the failure (the line is kept, as
    * with `append`), which the caller must run.
    */
-  readonly appendNow: (record: UsageRecord) => Effect.Effect<void> | undefined
+  readonly appendNow: (record: UsageRecord) => Leftover
 }
+
+/** The service of an `appendNow`: `append` is the same in an Effect of its own. */
+export const usageLogOf = (appendNow: (record: UsageRecord) => Leftover): UsageLogService => ({
+  appendNow,
+  append: (record) => Effect.suspend(() => appendNow(record) ?? Effect.void),
+})
 
 const errorMessage = (cause: unknown): string => (cause instanceof Error ? cause.message : String(cause))
 
@@ -188,7 +195,7 @@ const make = Effect.fnUntraced(function* (file: string) {
   // One write(2) per record, straight from the request fiber: the line is in the OS (page cache) when the
   // append completes, for ~2 µs of CPU — a thread-pool write costs a hand-off, a wake-up and a callback per
   // event-loop turn (tens of µs) and an asynchronous resume of the request (ADR 0030).
-  const appendNow = (record: UsageRecord): Effect.Effect<void> | undefined => {
+  const appendNow = (record: UsageRecord): Leftover => {
     const error = writeOut(encodeRecord(record))
     if (error === undefined) return undefined
     const lost = trim()
@@ -203,10 +210,7 @@ const make = Effect.fnUntraced(function* (file: string) {
     )
   }
 
-  const append = (record: UsageRecord): Effect.Effect<void> =>
-    Effect.suspend(() => appendNow(record) ?? Effect.void)
-
-  return UsageLog.of({ append, appendNow })
+  return usageLogOf(appendNow)
 })
 
 /** The usage-record log of this process. */

@@ -55,6 +55,31 @@ const setup = async (handler: (req: IncomingMessage, res: ServerResponse) => voi
 
 const noReader: BodyReader = { onData: () => {}, onEnd: () => {}, onError: () => {} }
 
+/** A call whose head and failure nobody waits for (the test reads its state). */
+const unwatched = (): UpstreamCall =>
+  new UpstreamCall(
+    () => {},
+    () => {},
+  )
+
+/**
+ * Writes `count` pieces of 16 KiB (`Infinity`: until the connection closes),
+ * as fast as the socket takes them, then ends; returns the bytes written so far.
+ */
+const sendPieces = (res: ServerResponse, count: number): (() => number) => {
+  const piece = Buffer.alloc(16 * 1024, 0x61)
+  let sent = 0
+  const more = () => {
+    while (sent < count) {
+      sent++
+      if (!res.write(piece)) return void res.once("drain", more)
+    }
+    res.end()
+  }
+  more()
+  return () => sent * piece.length
+}
+
 describe("UpstreamCall (undici dispatch handler)", () => {
   it("queues what arrives while no reader is attached, and gives it, then the end, to the next reader in order", async () => {
     const { dispatch } = await setup((_req, res) => {
@@ -82,30 +107,19 @@ describe("UpstreamCall (undici dispatch handler)", () => {
 
   it(`queues at most ${QUEUE_LIMIT_BYTES} bytes and a socket read with no reader, then stops reading upstream`, async () => {
     const total = 4 * 1024 * 1024
-    let written = 0
+    let written = () => 0
     const { dispatch } = await setup((_req, res) => {
       res.writeHead(200)
-      const piece = Buffer.alloc(16 * 1024, 0x61)
-      const more = () => {
-        while (written < total) {
-          written += piece.length
-          if (!res.write(piece)) return void res.once("drain", more)
-        }
-        res.end()
-      }
-      more()
+      written = sendPieces(res, total / (16 * 1024))
     })
-    const call = new UpstreamCall(
-      () => {},
-      () => {},
-    )
+    const call = unwatched()
     dispatch(call)
     await eventually(() => call.queuedBytes >= QUEUE_LIMIT_BYTES)
     await new Promise((resolve) => setTimeout(resolve, 100))
     expect(call.queuedBytes).toBeLessThan(QUEUE_LIMIT_BYTES + 64 * 1024)
     expect(call.ended).toBe(false)
     // The upstream is held back by the socket buffers, not read into Tollgate.
-    expect(written).toBeLessThan(total)
+    expect(written()).toBeLessThan(total)
     let received = 0
     let ended = false
     call.attach({
@@ -180,10 +194,7 @@ describe("UpstreamCall (undici dispatch handler)", () => {
       res.write("partial")
       setTimeout(() => res.socket?.destroy(), 30)
     })
-    const call = new UpstreamCall(
-      () => {},
-      () => {},
-    )
+    const call = unwatched()
     dispatch(call)
     await eventually(() => call.error !== undefined)
     // The failure waits behind the queued chunk for the reader.
@@ -287,17 +298,9 @@ describe("UpstreamCall (undici dispatch handler)", () => {
   it("closing a call paused at the queue limit aborts it: the upstream connection closes", async () => {
     const { dispatch, sockets } = await setup((_req, res) => {
       res.writeHead(200)
-      const piece = Buffer.alloc(16 * 1024, 0x61)
-      const more = () => {
-        while (res.write(piece));
-        res.once("drain", more)
-      }
-      more()
+      sendPieces(res, Infinity)
     })
-    const call = new UpstreamCall(
-      () => {},
-      () => {},
-    )
+    const call = unwatched()
     dispatch(call)
     await eventually(() => call.queuedBytes >= QUEUE_LIMIT_BYTES)
     call.close()
@@ -309,26 +312,14 @@ describe("UpstreamCall (undici dispatch handler)", () => {
     const { dispatch, sockets } = await setup((req, res) => {
       if (req.url === "/short") return void res.end("x".repeat(20))
       res.writeHead(200)
-      const piece = Buffer.alloc(16 * 1024, 0x62)
-      let n = 0
-      const more = () => {
-        while (n++ < 256) if (!res.write(piece)) return void res.once("drain", more)
-        res.end()
-      }
-      more()
+      sendPieces(res, 256)
     }, 1)
-    const first = new UpstreamCall(
-      () => {},
-      () => {},
-    )
+    const first = unwatched()
     dispatch(first, "/short")
     await eventually(() => first.ended)
     // A reader that pauses after the end (a slow client, a budget pause) ...
     first.pause()
-    const second = new UpstreamCall(
-      () => {},
-      () => {},
-    )
+    const second = unwatched()
     dispatch(second, "/long")
     await eventually(() => second.queuedBytes >= QUEUE_LIMIT_BYTES)
     await new Promise((resolve) => setTimeout(resolve, 50))
@@ -347,10 +338,7 @@ describe("UpstreamCall (undici dispatch handler)", () => {
       res.writeHead(200)
       res.write("first")
     })
-    const call = new UpstreamCall(
-      () => {},
-      () => {},
-    )
+    const call = unwatched()
     dispatch(call)
     await eventually(() => call.queuedBytes > 0)
     const errors: Array<string> = []
