@@ -91,26 +91,30 @@ export const layer = Layer.effect(
     }
 
     /**
-     * Appends the usage record, then settles the admission, once per
-     * request, before the response ends. The record is written first, in the
-     * step that claims it, so nothing can separate the two (a crash before
-     * the settle leaves a reservation to the end of its period, never a
-     * charge without its record). Uninterruptible from that step on: a
-     * client that leaves while the settle is on its way to Redis must not cut
-     * it, nor the logging of a write that failed (which may hold the only
-     * copy of lines given up). With the memory store the settle is done in
-     * the same step (ADR 0035).
+     * Settles the admission, then appends the usage record, once per
+     * request, before the response ends (a record in the file means its
+     * spend is settled). Uninterruptible from the moment it claims the
+     * record: a client that leaves while the settle is on its way to Redis
+     * must not lose it, nor the logging of a write that failed (which may
+     * hold the only copy of lines given up). With the memory store, claiming,
+     * settling and writing are one step of the fiber (ADR 0035).
      */
     const record = (ctx: RequestContext): Effect.Effect<void> =>
       Effect.uninterruptible(
         Effect.suspend(() => {
           if (ctx.recorded) return Effect.void
           ctx.recorded = true
-          const written = writeRecordNow(ctx)
           const admission = ctx.admission
-          if (admission === undefined) return written ?? Effect.void
-          openRequests.done(ctx)
-          return andThen(written, limits.settle(admission, ctx.cost(), ctx.settledTokens())) ?? Effect.void
+          let settling: Leftover
+          if (admission !== undefined) {
+            openRequests.done(ctx)
+            settling = limits.settle(admission, ctx.cost(), ctx.settledTokens())
+          }
+          if (settling === undefined) return writeRecordNow(ctx) ?? Effect.void
+          return Effect.zipRight(
+            settling,
+            Effect.suspend(() => writeRecordNow(ctx) ?? Effect.void),
+          )
         }),
       )
 
