@@ -7,11 +7,12 @@
 import * as fs from "node:fs"
 import { StringDecoder } from "node:string_decoder"
 import { decodeRecord, type UsageRecord } from "../meter/record.js"
+import { parseIsoTime } from "../ops/jsonText.js"
 import { Columns, type Row } from "./columns.js"
 
 /** The columns row of `record`, or undefined when its `ts` is not a date. */
 export const toRow = (columns: Columns, record: UsageRecord): Row | undefined => {
-  const ts = Date.parse(record.ts)
+  const ts = parseIsoTime(record.ts)
   if (Number.isNaN(ts)) return undefined
   return {
     ts,

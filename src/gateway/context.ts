@@ -1,3 +1,4 @@
+import { isoTime } from "../ops/jsonText.js"
 import type { Fiber } from "effect"
 import type { ApiFormat, PriceEntry, RouteConfig, TargetConfig } from "../config/model.js"
 import { costMicroUsd } from "../meter/cost.js"
@@ -92,7 +93,7 @@ export class RequestContext implements LoopState, CancelSlot, Listed {
   /** The usage record (SPEC "Usage records"). */
   toRecord(nowMs: number): UsageRecord {
     return {
-      ts: new Date(this.startMs).toISOString(),
+      ts: isoTime(this.startMs),
       request_id: this.requestId,
       tenant: this.principal.tenant.name,
       key_id: this.principal.keyId,

@@ -1,3 +1,5 @@
+import { jsonNullable, jsonNumber, jsonString } from "../ops/jsonText.js"
+
 /**
  * The usage record: one JSON line per authenticated request in `usage.file`
  * (SPEC "Usage records"). Field names, order and types are the contract.
@@ -40,32 +42,21 @@ export interface UsageRecord {
   readonly error: string | null
 }
 
-/** One JSON line (ending in "\n") with the fields in SPEC order, whatever the key order of `r`. */
+/**
+ * One JSON line (ending in "\n") with the fields in SPEC order, whatever the
+ * key order of `r`: the text `JSON.stringify` gives, built by concatenation
+ * (it runs once per request).
+ */
 export const encodeRecord = (r: UsageRecord): string =>
-  JSON.stringify({
-    ts: r.ts,
-    request_id: r.request_id,
-    tenant: r.tenant,
-    key_id: r.key_id,
-    route: r.route,
-    endpoint: r.endpoint,
-    stream: r.stream,
-    provider: r.provider,
-    model: r.model,
-    attempts: r.attempts,
-    status: r.status,
-    input_tokens: r.input_tokens,
-    output_tokens: r.output_tokens,
-    cache_read_tokens: r.cache_read_tokens,
-    cache_write_tokens: r.cache_write_tokens,
-    reserved_micro_usd: r.reserved_micro_usd,
-    cost_micro_usd: r.cost_micro_usd,
-    usage_estimated: r.usage_estimated,
-    incomplete: r.incomplete,
-    session: r.session,
-    duration_ms: r.duration_ms,
-    error: r.error,
-  }) + "\n"
+  `{"ts":${jsonString(r.ts)},"request_id":${jsonString(r.request_id)},"tenant":${jsonString(r.tenant)}` +
+  `,"key_id":${jsonString(r.key_id)},"route":${jsonString(r.route)},"endpoint":${jsonString(r.endpoint)}` +
+  `,"stream":${r.stream},"provider":${jsonNullable(r.provider)},"model":${jsonNullable(r.model)}` +
+  `,"attempts":${jsonNumber(r.attempts)},"status":${jsonNumber(r.status)}` +
+  `,"input_tokens":${jsonNumber(r.input_tokens)},"output_tokens":${jsonNumber(r.output_tokens)}` +
+  `,"cache_read_tokens":${jsonNumber(r.cache_read_tokens)},"cache_write_tokens":${jsonNumber(r.cache_write_tokens)}` +
+  `,"reserved_micro_usd":${jsonNumber(r.reserved_micro_usd)},"cost_micro_usd":${jsonNumber(r.cost_micro_usd)}` +
+  `,"usage_estimated":${r.usage_estimated},"incomplete":${r.incomplete},"session":${jsonNullable(r.session)}` +
+  `,"duration_ms":${jsonNumber(r.duration_ms)},"error":${jsonNullable(r.error)}}\n`
 
 const STRING_FIELDS = ["ts", "request_id", "tenant", "key_id", "route", "endpoint"] as const
 const NULLABLE_STRING_FIELDS = ["provider", "model", "session", "error"] as const

@@ -1,6 +1,7 @@
 import * as fs from "node:fs"
 import { Cause, Duration, Effect, HashMap, Inspectable, Layer, List, Logger } from "effect"
 import type { UsageRecord } from "../meter/record.js"
+import { isoTime as isoTimeOf, jsonNullable, jsonNumber, jsonString } from "./jsonText.js"
 import { PartialWrite, writeAllSync } from "./writeAll.js"
 
 /**
@@ -182,20 +183,9 @@ const stringify = (line: Record<string, unknown>): string => {
   }
 }
 
-let lastMs = Number.NaN
-let lastIso = ""
-/** ISO time, reusing the last string within the same millisecond (lines come in bursts). */
-const isoTime = (date: Date): string => {
-  const ms = date.getTime()
-  if (ms !== lastMs) {
-    lastMs = ms
-    lastIso = date.toISOString()
-  }
-  return lastIso
-}
-
-/** `isoTime` from epoch ms, without a `Date` when the millisecond did not change. */
-const isoTimeMs = (ms: number): string => (ms === lastMs ? lastIso : isoTime(new Date(ms)))
+/** ISO time of a log line (lines come in bursts: the date and time of the second are reused). */
+const isoTime = (date: Date): string => isoTimeOf(date.getTime())
+const isoTimeMs = isoTimeOf
 
 /**
  * One log entry as a JSON line: `ts`, `level`, `message`, then the fields —
@@ -316,7 +306,14 @@ export const logRequest = (record: UsageRecord): Effect.Effect<void> =>
 export const writeRequestLine = (record: UsageRecord, ms: number): boolean => {
   const writer = requestLineWriter
   if (writer === undefined) return false
-  const line = { ts: isoTimeMs(ms), level: "info", message: "request", ...requestFields(record) }
-  emit(writer, ms, stringify(line) + "\n")
+  emit(writer, ms, requestLine(record, isoTimeMs(ms)))
   return true
 }
+
+/** The request line of `r` at `ts`: `JSON.stringify({ ts, level: "info", message: "request", ...fields })` and a newline. */
+export const requestLine = (r: UsageRecord, ts: string): string =>
+  `{"ts":${jsonString(ts)},"level":"info","message":"request","request_id":${jsonString(r.request_id)}` +
+  `,"tenant":${jsonString(r.tenant)},"key_id":${jsonString(r.key_id)},"route":${jsonString(r.route)}` +
+  `,"provider":${jsonNullable(r.provider)},"model":${jsonNullable(r.model)},"attempts":${jsonNumber(r.attempts)}` +
+  `,"status":${jsonNumber(r.status)},"duration_ms":${jsonNumber(r.duration_ms)}` +
+  `,"cost_micro_usd":${jsonNumber(r.cost_micro_usd)},"error":${jsonNullable(r.error)}}\n`
