@@ -78,7 +78,8 @@ export const make = (deps: MetricsDeps): MetricsService => {
   const attemptCell = cache3((provider: string, model: string, result: AttemptResult) =>
     counters.attempts.add({ provider, model, result }),
   )
-  const latency = cache2((provider: string, model: string) => m.upstreamLatency.labels(provider, model))
+  const latency = cache2((provider: string, model: string) => m.upstreamLatency.add({ provider, model }))
+  const overhead = m.overhead.add({})
   const retries = counters.extraAttempts.add({ kind: "retry" })
   const fallbacks = counters.extraAttempts.add({ kind: "fallback" })
   const retryBudgetRefused = counters.retryBudgetRefusals.add({})
@@ -115,7 +116,7 @@ export const make = (deps: MetricsDeps): MetricsService => {
     }
     // Until the commit for relayed responses (what follows is the upstream's pace); until now otherwise.
     const end = ctx.committed && ctx.committedMs > 0 ? ctx.committedMs : deps.now()
-    m.overhead.observe(Math.max(0, end - ctx.startMs - ctx.upstreamMs) / 1000)
+    overhead.observe(Math.max(0, end - ctx.startMs - ctx.upstreamMs) / 1000)
   }
 
   const telemetry: TelemetryService = {

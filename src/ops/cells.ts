@@ -1,4 +1,4 @@
-import type { Counter, LabelValues } from "prom-client"
+import type { Counter, LabelValues, Registry } from "prom-client"
 
 /**
  * Hot-path helpers for metrics. prom-client hashes the label object on every
@@ -40,6 +40,127 @@ export class CounterCells<L extends string> {
       if (cell.value === cell.exported) continue
       this.counter.inc(cell.labels as LabelValues<L>, cell.value - cell.exported)
       cell.exported = cell.value
+    }
+  }
+}
+
+/** One label set of a histogram: bucket counts in a typed array, found once per label set (no hashing per observation). */
+export class HistogramCell {
+  /** Observations per bucket (not cumulative): `counts[i]` holds values in (bounds[i-1], bounds[i]]. */
+  readonly counts: Float64Array
+  sum = 0
+  count = 0
+  constructor(
+    readonly labels: LabelValues<string>,
+    private readonly bounds: ReadonlyArray<number>,
+  ) {
+    this.counts = new Float64Array(bounds.length)
+  }
+
+  /** As prom-client's `observe`: the first bucket whose bound is ≥ `value`; above every bound only `+Inf`. */
+  observe(value: number): void {
+    if (!Number.isFinite(value)) return
+    const bounds = this.bounds
+    let i = 0
+    while (i < bounds.length && value > bounds[i]!) i++
+    if (i < bounds.length) this.counts[i]!++
+    this.sum += value
+    this.count++
+  }
+}
+
+/** One sample line of a histogram, in prom-client's shape. */
+interface HistogramValue {
+  readonly labels: LabelValues<string>
+  readonly sharedLabels?: LabelValues<string>
+  readonly value: number
+  readonly metricName: string
+  /** prom-client's buckets carry `exemplar: null` (no exemplars here). */
+  readonly exemplar?: null
+}
+
+/** A histogram's samples, in the shape prom-client's `Registry` reads from a metric. */
+interface HistogramData {
+  readonly name: string
+  readonly help: string
+  readonly type: "histogram"
+  readonly values: ReadonlyArray<HistogramValue>
+  readonly aggregator: "sum"
+}
+
+/**
+ * A histogram read from its cells at scrape time: a metric object a
+ * prom-client `Registry` exposes (`get`, `getForPromString`) with the
+ * values prom-client's own `Histogram` gives for the same observations
+ * (buckets cumulative with `le`, then `+Inf`, `_sum`, `_count`).
+ */
+export class CellHistogram<L extends string> {
+  readonly type = "histogram" as const
+  readonly aggregator = "sum" as const
+  private readonly cells: Array<HistogramCell> = []
+
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    readonly bounds: ReadonlyArray<number>,
+    registers: ReadonlyArray<Registry>,
+  ) {
+    for (const registry of registers) registry.registerMetric(this as never)
+  }
+
+  /** A new cell for `labels` (call once per label set; cache the result). */
+  add(labels: LabelValues<L>): HistogramCell {
+    const cell = new HistogramCell(labels, this.bounds)
+    this.cells.push(cell)
+    return cell
+  }
+
+  /** Values with the bucket bound in `labels` and the cell's labels in `sharedLabels`, as prom-client's. */
+  getForPromString(): HistogramData {
+    const bucket = `${this.name}_bucket`
+    const values: Array<HistogramValue> = []
+    for (const cell of this.cells) {
+      const shared = cell.labels
+      let acc = 0
+      for (let i = 0; i < this.bounds.length; i++) {
+        acc += cell.counts[i]!
+        values.push({
+          labels: { le: this.bounds[i]! },
+          sharedLabels: shared,
+          value: acc,
+          metricName: bucket,
+          exemplar: null,
+        })
+      }
+      values.push({
+        labels: { le: "+Inf" },
+        sharedLabels: shared,
+        value: cell.count,
+        metricName: bucket,
+        exemplar: null,
+      })
+      values.push({ labels: {}, sharedLabels: shared, value: cell.sum, metricName: `${this.name}_sum` })
+      values.push({ labels: {}, sharedLabels: shared, value: cell.count, metricName: `${this.name}_count` })
+    }
+    return { name: this.name, help: this.help, type: this.type, values, aggregator: this.aggregator }
+  }
+
+  /** The same values with each cell's labels merged into `labels` (what `Registry#getMetricsAsJSON` reads). */
+  get(): Promise<HistogramData> {
+    const data = this.getForPromString()
+    const values = data.values.map(({ labels, sharedLabels, ...rest }) => ({
+      ...rest,
+      labels: { ...labels, ...sharedLabels },
+    }))
+    return Promise.resolve({ ...data, values })
+  }
+
+  /** Forgets every observation (prom-client's `reset`, for `Registry#resetMetrics`). */
+  reset(): void {
+    for (const cell of this.cells) {
+      cell.counts.fill(0)
+      cell.sum = 0
+      cell.count = 0
     }
   }
 }

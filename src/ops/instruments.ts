@@ -1,4 +1,5 @@
-import { Counter, Gauge, Histogram, type Registry } from "prom-client"
+import { Counter, Gauge, type Registry } from "prom-client"
+import { CellHistogram } from "./cells.js"
 
 /**
  * Every Tollgate metric, registered in one gateway's own registry (never
@@ -79,19 +80,19 @@ export const makeInstruments = (registry: Registry) => {
       help: "Limit store operations that failed (the gateway then uses local limits for 5 s).",
       registers,
     }),
-    upstreamLatency: new Histogram({
-      name: "tollgate_upstream_latency_seconds",
-      help: "Time from sending an attempt to its response (status for errors, first content for 2xx).",
-      labelNames: ["provider", "model"] as const,
-      buckets: UPSTREAM_BUCKETS,
+    // Histograms observed on every request: cells (cells.ts), read at scrape time.
+    upstreamLatency: new CellHistogram<"provider" | "model">(
+      "tollgate_upstream_latency_seconds",
+      "Time from sending an attempt to its response (status for errors, first content for 2xx).",
+      UPSTREAM_BUCKETS,
       registers,
-    }),
-    overhead: new Histogram({
-      name: "tollgate_overhead_seconds",
-      help: "Latency Tollgate added to a request: time to the first response byte not spent waiting upstream.",
-      buckets: OVERHEAD_BUCKETS,
+    ),
+    overhead: new CellHistogram<never>(
+      "tollgate_overhead_seconds",
+      "Latency Tollgate added to a request: time to the first response byte not spent waiting upstream.",
+      OVERHEAD_BUCKETS,
       registers,
-    }),
+    ),
     openStreams: new Gauge({
       name: "tollgate_open_streams",
       help: "Event streams being relayed to clients now.",
