@@ -223,16 +223,25 @@ const DELTA_EVENT_PREFIX = pattern(`event: content_block_delta\ndata: ${DELTA_PR
 const DELTA_SHAPE_PATTERNS = DELTA_SHAPES.map(pattern)
 const DELTA_EVENT_END = pattern('"}}\n\n')
 
-/** A chunk and a `DataView` of it, for `deltaEventEnd`. */
+/** A chunk and a `DataView` of its whole `ArrayBuffer` (the chunk starts at `offset` in it), for `deltaEventEnd`. */
 interface Bytes {
   readonly chunk: Uint8Array
   readonly view: DataView
+  readonly offset: number
 }
 
-const bytesOf = (chunk: Uint8Array): Bytes => ({
-  chunk,
-  view: new DataView(chunk.buffer, chunk.byteOffset, chunk.byteLength),
-})
+/**
+ * The view of the last `ArrayBuffer` seen: the chunks of one socket read
+ * share theirs, and making a `DataView` is a call into the engine's C++ (the
+ * view holds the buffer until the next one replaces it).
+ */
+let lastView: DataView | undefined
+
+const bytesOf = (chunk: Uint8Array): Bytes => {
+  let view = lastView
+  if (view === undefined || view.buffer !== chunk.buffer) lastView = view = new DataView(chunk.buffer)
+  return { chunk, view, offset: chunk.byteOffset }
+}
 
 /**
  * `p` stands in the chunk at `at`. Four bytes at a time through the
@@ -249,7 +258,8 @@ const matchAt = (b: Bytes, at: number, p: Pattern): boolean => {
   if (at + bytes.length > chunk.length) return false
   const words = p.words
   const n = words.length
-  for (let k = 0; k < n; k++) if (view.getInt32(at + k * 4, true) !== words[k]) return false
+  const base = b.offset + at
+  for (let k = 0; k < n; k++) if (view.getInt32(base + k * 4, true) !== words[k]) return false
   for (let k = n * 4; k < bytes.length; k++) if (chunk[at + k] !== bytes[k]) return false
   return true
 }
