@@ -1,6 +1,6 @@
 import { Context, Effect, Layer } from "effect"
 import { UsageFileError, UsageLog, usageLogOf } from "../meter/UsageLog.js"
-import { andThen } from "../ops/leftover.js"
+import { andThen, type Leftover } from "../ops/leftover.js"
 import type { UsageRecord } from "../meter/record.js"
 import type { Columns } from "./columns.js"
 import { loadColumns, toRow } from "./load.js"
@@ -76,10 +76,9 @@ export const layer = (file: string): Layer.Layer<UsageIndex, UsageFileError> =>
   Layer.effect(UsageIndex, load(file))
 
 /**
- * `log` with every appended record also added to the index, in the same
- * step as the write (after it, so an index failure cannot cost the record),
- * so a client that got its response always finds its record in
- * `/admin/usage`.
+ * `log` with every appended or queued record also added to the index, in
+ * the same step (after it, so an index failure cannot cost the record), so
+ * a client that got its response always finds its record in `/admin/usage`.
  */
 export const withIndex = <E, R>(log: Layer.Layer<UsageLog, E, R>): Layer.Layer<UsageLog, E, R | UsageIndex> =>
   Layer.effect(
@@ -87,13 +86,13 @@ export const withIndex = <E, R>(log: Layer.Layer<UsageLog, E, R>): Layer.Layer<U
     Effect.gen(function* () {
       const inner = yield* UsageLog
       const index = yield* UsageIndex
-      return usageLogOf((record) => {
-        const failed = inner.appendNow(record)
+      /** Adds the record to the index; a failure there is logged (the record is in the file, or queued for it). */
+      const addToIndex = (record: UsageRecord, failed: Leftover): Leftover => {
         try {
           index.add(record)
           return failed
         } catch (cause) {
-          // The record is in the file; only /admin/usage misses it until a restart.
+          // Only /admin/usage misses the record until a restart.
           return andThen(
             failed,
             Effect.logError("usage record not added to the usage index").pipe(
@@ -101,6 +100,11 @@ export const withIndex = <E, R>(log: Layer.Layer<UsageLog, E, R>): Layer.Layer<U
             ),
           )
         }
+      }
+      return usageLogOf({
+        appendNow: (record) => addToIndex(record, inner.appendNow(record)),
+        queue: (record) => addToIndex(record, inner.queue(record)),
+        afterWrite: inner.afterWrite,
       })
     }),
   ).pipe(Layer.provide(log))

@@ -77,32 +77,39 @@ export const layer = Layer.effect(
     )
 
     /**
-     * Appends the usage record and its log line now (the metrics count the
-     * request as the line is built). Leaves the logging of a write that
-     * failed, or the line through Effect's logger when the JSON log writer is
-     * not in use.
+     * Queues the usage record (written with the others of this event-loop
+     * turn, ADR 0037) and its log line, and hands `then` to run once the
+     * record is in the file (the metrics count the request as the line is
+     * built). Leaves the line through Effect's logger when the JSON log
+     * writer is not in use.
      */
-    const writeRecordNow = (ctx: RequestContext): Leftover => {
+    const writeRecordNow = (ctx: RequestContext, then: (() => void) | undefined): Leftover => {
       const now = deadlines.now()
       const line = ctx.toRecord(now)
-      const failed = usageLog.appendNow(line)
+      const failed = usageLog.queue(line)
+      if (then !== undefined) usageLog.afterWrite(then)
       telemetry.requestDone(ctx)
       return writeRequestLine(line, now) ? failed : andThen(failed, logRequest(line))
     }
 
     /**
      * Settles the admission, then appends the usage record, once per
-     * request, before the response ends (a record in the file means its
-     * spend is settled). Uninterruptible from the moment it claims the
-     * record: a client that leaves while the settle is on its way to Redis
-     * must not lose it, nor the logging of a write that failed (which may
-     * hold the only copy of lines given up). With the memory store, claiming,
-     * settling and writing are one step of the fiber (ADR 0035).
+     * request (a record in the file means its spend is settled), and runs
+     * `then` — the end of the response — once the record is in the file
+     * (ADR 0037: the records of one event-loop turn are written together).
+     * Uninterruptible from the moment it claims the record: a client that
+     * leaves while the settle is on its way to Redis must not lose it, and
+     * the end of the response is handed over in the same step. With the
+     * memory store, claiming, settling and queueing are one step of the
+     * fiber (ADR 0035).
      */
-    const record = (ctx: RequestContext): Effect.Effect<void> =>
+    const record = (ctx: RequestContext, then?: () => void): Effect.Effect<void> =>
       Effect.uninterruptible(
         Effect.suspend(() => {
-          if (ctx.recorded) return Effect.void
+          if (ctx.recorded) {
+            if (then !== undefined) usageLog.afterWrite(then)
+            return Effect.void
+          }
           ctx.recorded = true
           const admission = ctx.admission
           let settling: Leftover
@@ -110,10 +117,10 @@ export const layer = Layer.effect(
             openRequests.done(ctx)
             settling = limits.settle(admission, ctx.cost(), ctx.settledTokens())
           }
-          if (settling === undefined) return writeRecordNow(ctx) ?? Effect.void
+          if (settling === undefined) return writeRecordNow(ctx, then) ?? Effect.void
           return Effect.zipRight(
             settling,
-            Effect.suspend(() => writeRecordNow(ctx) ?? Effect.void),
+            Effect.suspend(() => writeRecordNow(ctx, then) ?? Effect.void),
           )
         }),
       )
@@ -232,20 +239,14 @@ export const layer = Layer.effect(
           ctx.incomplete = true
           ctx.error ??= errorCode(error)
           if (ctx.request?.stream === true && !res.writableEnded && !res.destroyed) {
-            return Effect.zipRight(
-              record(ctx),
-              Effect.sync(() => res.end(streamErrorEvent(ctx.api, "api_error", "internal error"))),
-            )
+            return record(ctx, () => res.end(streamErrorEvent(ctx.api, "api_error", "internal error")))
           }
           res.destroy()
           return record(ctx)
         }
         ctx.status = rendered.status
         ctx.error ??= errorCode(error)
-        return Effect.zipRight(
-          record(ctx),
-          Effect.sync(() => writeError(res, rendered, ctx)),
-        )
+        return record(ctx, () => writeError(res, rendered, ctx))
       })
 
     /** A new request while draining: 503 with `connection: close`, and its usage record. */
@@ -275,17 +276,14 @@ export const layer = Layer.effect(
           Effect.suspend(() => {
             // Interrupted while waiting on an attempt or the relay: this aborts the upstream request.
             closeRequest(ctx)
-            // Interrupted by the drain after the record was written but before the response ended.
+            // Interrupted by the drain after the record was claimed but before the response ended.
             if (ctx.recorded)
-              return shutdown.has(ctx) ? Effect.sync(() => endForShutdown(ctx, res)) : Effect.void
+              return shutdown.has(ctx) ? record(ctx, () => endForShutdown(ctx, res)) : Effect.void
             ctx.incomplete = ctx.committed
             ctx.error ??= shutdown.has(ctx) ? "shutdown" : "client_disconnected"
             // A drain that cut a request before its response answers 503 (endForShutdown); a client that left, 499.
             if (!ctx.committed) ctx.status = shutdown.has(ctx) ? 503 : 499
-            return Effect.zipRight(
-              record(ctx),
-              Effect.sync(() => shutdown.has(ctx) && endForShutdown(ctx, res)),
-            )
+            return record(ctx, shutdown.has(ctx) ? () => endForShutdown(ctx, res) : undefined)
           }),
         ),
       )
@@ -328,6 +326,8 @@ export const layer = Layer.effect(
         const remaining = inflight.snapshot()
         for (const ctx of remaining) shutdown.add(ctx)
         yield* Fiber.interruptAll(remaining.flatMap((ctx) => (ctx.fiber === undefined ? [] : [ctx.fiber])))
+        // Their records are written and their responses ended on the next check phase (ADR 0037).
+        if (inflight.size > 0) yield* Deferred.await(done)
       })
 
     const handle = (req: IncomingMessage, res: ServerResponse, endpoint: Endpoint): void => {
@@ -352,9 +352,12 @@ export const layer = Layer.effect(
       ctx.fiber = fiber
       inflight.add(ctx)
       fiber.addObserver(() => {
-        inflight.remove(ctx)
         ctx.fiber = undefined
-        if (idle !== undefined && inflight.size === 0) Deferred.unsafeDone(idle, Exit.void)
+        // In flight until its response has ended, after its record's write (ADR 0037).
+        usageLog.afterWrite(() => {
+          inflight.remove(ctx)
+          if (idle !== undefined && inflight.size === 0) Deferred.unsafeDone(idle, Exit.void)
+        })
       })
       res.on("close", () => {
         if (!res.writableEnded) fiber.unsafeInterruptAsFork(fiber.id())

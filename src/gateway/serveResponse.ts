@@ -72,7 +72,7 @@ export const makeServeResponse = (
   deadlines: Deadlines["Type"],
   limits: Limits["Type"],
   telemetry: TelemetryService,
-  record: (ctx: RequestContext) => Effect.Effect<void>,
+  record: (ctx: RequestContext, then?: () => void) => Effect.Effect<void>,
 ) => {
   const serve = Effect.fnUntraced(function* (
     ctx: RequestContext,
@@ -151,8 +151,7 @@ export const makeServeResponse = (
       if (meter === undefined || end._tag === "ClientStalled") {
         // A stream the client stopped reading: what streamed may still be charged by the provider (ADR 0029).
         if (meter !== undefined) floorStreamedOutput(meter, ctx.request?.maxTokens)
-        yield* record(ctx)
-        res.destroy()
+        yield* record(ctx, () => res.destroy())
         return outcome
       }
       floorStreamedOutput(meter, ctx.request?.maxTokens)
@@ -179,9 +178,8 @@ export const makeServeResponse = (
       ctx.usageEstimated = true
       ctx.usage.inputTokens = ctx.inputEstimate
     }
-    yield* record(ctx)
-    if (end._tag === "Complete" && end.last !== undefined) res.end(end.last)
-    else res.end()
+    const last = end._tag === "Complete" ? end.last : undefined
+    yield* record(ctx, () => (last !== undefined ? res.end(last) : res.end()))
     return outcome
   })
   return serve

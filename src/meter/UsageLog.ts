@@ -5,7 +5,7 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as readline from "node:readline"
-import { Context, Data, Effect, Layer } from "effect"
+import { Context, Data, Effect, Layer, Runtime } from "effect"
 import type { Leftover } from "../ops/leftover.js"
 import { PartialWrite, writeAllSync } from "../ops/writeAll.js"
 import { decodeRecord, encodeRecord, type UsageRecord } from "./record.js"
@@ -35,12 +35,23 @@ export interface UsageLogService {
    * with `append`), which the caller must run.
    */
   readonly appendNow: (record: UsageRecord) => Leftover
+  /**
+   * Queues one record: the records queued in one event-loop turn are
+   * written together, with one write(2), before the next turn's I/O
+   * (`setImmediate`), and before any callback of `afterWrite` runs
+   * (ADR 0037). A write error is handled as with `append` and logged by the
+   * write. Returns what is left for the caller to run (a wrapper's logging;
+   * nothing from the log itself).
+   */
+  readonly queue: (record: UsageRecord) => Leftover
+  /** Runs `f` once every record queued so far is in the OS (at once when none is waiting). */
+  readonly afterWrite: (f: () => void) => void
 }
 
-/** The service of an `appendNow`: `append` is the same in an Effect of its own. */
-export const usageLogOf = (appendNow: (record: UsageRecord) => Leftover): UsageLogService => ({
-  appendNow,
-  append: (record) => Effect.suspend(() => appendNow(record) ?? Effect.void),
+/** A service from its synchronous parts: `append` is `appendNow` in an Effect of its own. */
+export const usageLogOf = (parts: Omit<UsageLogService, "append">): UsageLogService => ({
+  ...parts,
+  append: (record) => Effect.suspend(() => parts.appendNow(record) ?? Effect.void),
 })
 
 const errorMessage = (cause: unknown): string => (cause instanceof Error ? cause.message : String(cause))
@@ -192,17 +203,18 @@ const make = Effect.fnUntraced(function* (file: string) {
     }),
   )
 
-  // One write(2) per record, straight from the request fiber: the line is in the OS (page cache) when the
-  // append completes, for ~2 µs of CPU — a thread-pool write costs a hand-off, a wake-up and a callback per
-  // event-loop turn (tens of µs) and an asynchronous resume of the request (ADR 0030).
-  const appendNow = (record: UsageRecord): Leftover => {
-    const error = writeOut(encodeRecord(record))
-    if (error === undefined) return undefined
+  /** The logging of a write that failed: the records it had, what is kept, what was given up. */
+  const writeFailed = (error: Error, lines: string): Effect.Effect<void> => {
     const lost = trim()
+    const ids: Array<string> = []
+    for (const line of lines.split("\n")) {
+      const id = line === "" ? undefined : decodeRecord(line)?.request_id
+      if (id !== undefined) ids.push(id)
+    }
     return Effect.logError("usage record not written").pipe(
       Effect.annotateLogs({
         file,
-        request_id: record.request_id,
+        request_id: ids.length === 1 ? ids[0] : ids,
         error: error.message,
         kept_for_retry: unwritten.length,
         ...(lost.length > 0 ? { given_up: lost.map((b) => b.toString("utf8")) } : {}),
@@ -210,7 +222,67 @@ const make = Effect.fnUntraced(function* (file: string) {
     )
   }
 
-  return usageLogOf(appendNow)
+  // Lines queued in this event-loop turn, written together on the check phase (ADR 0037), and what waits
+  // for them. The request fibers queue their records; their responses end in `afterWrite`.
+  const runtime = yield* Effect.runtime<never>()
+  let queued = ""
+  let waiting: Array<() => void> = []
+  let scheduled = false
+
+  /** Writes what is queued (after what is kept from a failed write); the error, if any, is logged. */
+  const flushQueued = (): void => {
+    scheduled = false
+    const lines = queued
+    queued = ""
+    if (lines === "") return
+    const error = writeOut(lines)
+    if (error !== undefined) Runtime.runFork(runtime)(writeFailed(error, lines))
+  }
+
+  /** The check-phase write: the queued lines, then everything that waited for them. */
+  const writeTurn = (): void => {
+    flushQueued()
+    const run = waiting
+    waiting = []
+    for (const f of run) {
+      try {
+        f()
+      } catch (cause) {
+        Runtime.runFork(runtime)(
+          Effect.logError("a step after the usage write failed").pipe(
+            Effect.annotateLogs({ error: String(cause) }),
+          ),
+        )
+      }
+    }
+  }
+
+  const queue = (record: UsageRecord): Leftover => {
+    queued += encodeRecord(record)
+    if (!scheduled) {
+      scheduled = true
+      setImmediate(writeTurn)
+    }
+    return undefined
+  }
+
+  const afterWrite = (f: () => void): void => {
+    if (!scheduled) f()
+    else waiting.push(f)
+  }
+
+  // A record written at once goes after the queued ones, so the file keeps the order of the calls.
+  const appendNow = (record: UsageRecord): Leftover => {
+    const lines = queued + encodeRecord(record)
+    queued = ""
+    const error = writeOut(lines)
+    return error === undefined ? undefined : writeFailed(error, lines)
+  }
+
+  // Closing: the queued lines and everything waiting for them, then the file (its finalizer, above).
+  yield* Effect.addFinalizer(() => Effect.sync(writeTurn))
+
+  return usageLogOf({ appendNow, queue, afterWrite })
 })
 
 /** The usage-record log of this process. */

@@ -150,6 +150,106 @@ describe("UsageLog write errors", () => {
   )
 })
 
+/** One turn of the event loop: what `queue` schedules with `setImmediate` has run after this. */
+const nextCheckPhase = Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
+
+const ids = (text: string) => text.split("\n").flatMap((l) => (l === "" ? [] : [decodeRecord(l)?.request_id]))
+
+describe("UsageLog queued records (ADR 0037)", () => {
+  it.scopedLive(
+    "writes the records of one turn together on the check phase, in order, before what waits for them",
+    () =>
+      Effect.gen(function* () {
+        const dir = yield* tempDir
+        const file = path.join(dir, "usage.jsonl")
+        const { log } = yield* openLog(file)
+        // Nothing queued: at once.
+        let early = false
+        log.afterWrite(() => (early = true))
+        assert.isTrue(early)
+        log.queue(sampleRecord({ request_id: "a" }))
+        log.queue(sampleRecord({ request_id: "b" }))
+        const seen: Array<Array<string | undefined>> = []
+        log.afterWrite(() => seen.push(ids(fs.readFileSync(file, "utf8"))))
+        log.queue(sampleRecord({ request_id: "c" }))
+        log.afterWrite(() => seen.push(ids(fs.readFileSync(file, "utf8"))))
+        // Not yet written, nothing run: the write is on the check phase.
+        assert.strictEqual(fs.readFileSync(file, "utf8"), "")
+        assert.deepStrictEqual(seen, [])
+        yield* nextCheckPhase
+        assert.deepStrictEqual(seen, [
+          ["a", "b", "c"],
+          ["a", "b", "c"],
+        ])
+        // The next turn's records are a new batch.
+        log.queue(sampleRecord({ request_id: "d" }))
+        yield* nextCheckPhase
+        assert.deepStrictEqual(ids(fs.readFileSync(file, "utf8")), ["a", "b", "c", "d"])
+      }),
+  )
+
+  it.scopedLive(
+    "a record appended at once goes after the queued ones (the file keeps the order of the calls)",
+    () =>
+      Effect.gen(function* () {
+        const dir = yield* tempDir
+        const file = path.join(dir, "usage.jsonl")
+        const { log } = yield* openLog(file)
+        log.queue(sampleRecord({ request_id: "queued" }))
+        yield* log.append(sampleRecord({ request_id: "now" }))
+        assert.deepStrictEqual(ids(fs.readFileSync(file, "utf8")), ["queued", "now"])
+        yield* nextCheckPhase
+        assert.deepStrictEqual(ids(fs.readFileSync(file, "utf8")), ["queued", "now"])
+      }),
+  )
+
+  it.scopedLive("closing the log writes what is queued, then runs what waits for it", () =>
+    Effect.gen(function* () {
+      const dir = yield* tempDir
+      const file = path.join(dir, "usage.jsonl")
+      const { log, scope } = yield* openLog(file)
+      log.queue(sampleRecord({ request_id: "last" }))
+      let found: Array<string | undefined> = []
+      log.afterWrite(() => (found = ids(fs.readFileSync(file, "utf8"))))
+      yield* Scope.close(scope, Exit.void)
+      assert.deepStrictEqual(found, ["last"])
+    }),
+  )
+
+  it.scopedLive(
+    "a refused write of queued records logs their ids, keeps them for the next write, and still runs what waits",
+    () =>
+      Effect.gen(function* () {
+        const messages: Array<{ message: unknown; annotations: Record<string, unknown> }> = []
+        const logger = Logger.make(({ message, annotations }) =>
+          messages.push({ message, annotations: Object.fromEntries(annotations) }),
+        )
+        // The queued write logs through the runtime the layer was built with.
+        const { log, scope } = yield* openLog("/dev/full").pipe(
+          Effect.provide(Logger.replace(Logger.defaultLogger, logger)),
+        )
+        log.queue(sampleRecord({ request_id: "one" }))
+        log.queue(sampleRecord({ request_id: "two" }))
+        let ran = false
+        log.afterWrite(() => (ran = true))
+        yield* nextCheckPhase
+        // The failure's logging is forked: give it its turn.
+        yield* Effect.yieldNow()
+        yield* Effect.sleep("10 millis")
+        assert.isTrue(ran)
+        assert.deepStrictEqual(messages[0]?.message, ["usage record not written"])
+        assert.deepStrictEqual(messages[0]?.annotations["request_id"], ["one", "two"])
+        assert.strictEqual(messages[0]?.annotations["kept_for_retry"], 1)
+        yield* Scope.close(scope, Exit.void)
+        const atShutdown = messages.find(
+          (m) => (m.message as Array<string>)[0] === "usage records not written at shutdown",
+        )
+        const kept = (atShutdown?.annotations["records"] as Array<string>).join("")
+        assert.deepStrictEqual(ids(kept), ["one", "two"])
+      }),
+  )
+})
+
 describe("readUsageFile", () => {
   it.effect("reads a missing file as empty", () =>
     Effect.gen(function* () {
