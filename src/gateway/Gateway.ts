@@ -118,7 +118,8 @@ export const layer = Layer.effect(
             settling = limits.settle(admission, ctx.cost(), ctx.settledTokens())
           }
           if (settling === undefined) return writeRecordNow(ctx, then) ?? Effect.void
-          return Effect.zipRight(
+          // Even a defect in the store call cannot cost the record or the end of the response.
+          return Effect.ensuring(
             settling,
             Effect.suspend(() => writeRecordNow(ctx, then) ?? Effect.void),
           )
@@ -238,11 +239,15 @@ export const layer = Layer.effect(
           // and a stream still gets its error event.
           ctx.incomplete = true
           ctx.error ??= errorCode(error)
-          if (ctx.request?.stream === true && !res.writableEnded && !res.destroyed) {
-            return record(ctx, () => res.end(streamErrorEvent(ctx.api, "api_error", "internal error")))
+          // Already recorded: the end of the response was handed over with the record; it stays as it is.
+          if (ctx.recorded) return Effect.void
+          if (ctx.request?.stream === true) {
+            return record(ctx, () => {
+              if (!res.writableEnded && !res.destroyed)
+                res.end(streamErrorEvent(ctx.api, "api_error", "internal error"))
+            })
           }
-          res.destroy()
-          return record(ctx)
+          return record(ctx, () => res.destroy())
         }
         ctx.status = rendered.status
         ctx.error ??= errorCode(error)
@@ -326,8 +331,9 @@ export const layer = Layer.effect(
         const remaining = inflight.snapshot()
         for (const ctx of remaining) shutdown.add(ctx)
         yield* Fiber.interruptAll(remaining.flatMap((ctx) => (ctx.fiber === undefined ? [] : [ctx.fiber])))
-        // Their records are written and their responses ended on the next check phase (ADR 0037).
-        if (inflight.size > 0) yield* Deferred.await(done)
+        // Their records are written and their responses ended on the next check phase (ADR 0037): wait for
+        // that write, not for every request in flight (refusals keep arriving until the server closes).
+        yield* Effect.async<void>((resume) => usageLog.afterWrite(() => resume(Effect.void)))
       })
 
     const handle = (req: IncomingMessage, res: ServerResponse, endpoint: Endpoint): void => {
@@ -343,7 +349,10 @@ export const layer = Layer.effect(
       }
       const ctx = new RequestContext(randomUUID(), deadlines.now(), endpoint, api, principal)
       if (draining) return start(ctx, res, refuse(ctx, res))
-      collectBody(req, config.server.maxBodyBytes, (body) => start(ctx, res, program(ctx, req, res, body)))
+      // A body that finishes arriving once the drain has begun is refused like a new request.
+      collectBody(req, config.server.maxBodyBytes, (body) =>
+        start(ctx, res, draining ? refuse(ctx, res) : program(ctx, req, res, body)),
+      )
     }
 
     /** Forks the request's fiber: tracked for the drain, interrupted when the client goes away. */

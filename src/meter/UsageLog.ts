@@ -6,7 +6,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import * as readline from "node:readline"
 import { Context, Data, Effect, Layer, Runtime } from "effect"
-import type { Leftover } from "../ops/leftover.js"
+import { andThen, type Leftover } from "../ops/leftover.js"
 import { PartialWrite, writeAllSync } from "../ops/writeAll.js"
 import { decodeRecord, encodeRecord, type UsageRecord } from "./record.js"
 
@@ -118,18 +118,11 @@ const make = Effect.fnUntraced(function* (file: string) {
         return undefined
       } catch (cause) {
         // Kept, from where the file stopped; the write after it reports the error.
-        const data = Buffer.from(line)
-        unwritten.push(data)
-        unwrittenBytes += data.length
-        headWritten = cause instanceof PartialWrite ? cause.written : 0
+        keep(line, cause instanceof PartialWrite ? cause.written : 0)
         line = undefined
       }
     }
-    if (line !== undefined) {
-      const data = Buffer.from(line)
-      unwritten.push(data)
-      unwrittenBytes += data.length
-    }
+    if (line !== undefined) keep(line, 0)
     if (unwritten.length === 0) return undefined
     const first = headWritten > 0 ? unwritten[0]!.subarray(headWritten) : unwritten[0]!
     const parts =
@@ -169,6 +162,28 @@ const make = Effect.fnUntraced(function* (file: string) {
       }
       const reason = cause instanceof PartialWrite ? cause.reason : cause
       return reason instanceof Error ? reason : new Error(String(reason))
+    }
+  }
+
+  /**
+   * Keeps `lines` (one or more whole lines) for the next write, one Buffer
+   * per line, less the first `written` bytes, which are in the file (whole
+   * lines dropped, a line begun continued from where it stopped).
+   */
+  const keep = (lines: string, written: number): void => {
+    let start = 0
+    while (start < lines.length) {
+      const end = lines.indexOf("\n", start) + 1 || lines.length
+      const data = Buffer.from(lines.slice(start, end))
+      start = end
+      if (written >= data.length) {
+        written -= data.length
+        continue
+      }
+      if (unwritten.length === 0) headWritten = written
+      written = 0
+      unwritten.push(data)
+      unwrittenBytes += data.length
     }
   }
 
@@ -229,39 +244,49 @@ const make = Effect.fnUntraced(function* (file: string) {
   let waiting: Array<() => void> = []
   let scheduled = false
 
-  /** Writes what is queued (after what is kept from a failed write); the error, if any, is logged. */
-  const flushQueued = (): void => {
+  /**
+   * The turn's write: the queued lines (after what is kept from a failed
+   * write), then everything that waited for them — also when the write
+   * failed. Returns the logging of a failure, or of a waiting step that threw.
+   */
+  const writeTurn = (): Leftover => {
     scheduled = false
     const lines = queued
     queued = ""
-    if (lines === "") return
-    const error = writeOut(lines)
-    if (error !== undefined) Runtime.runFork(runtime)(writeFailed(error, lines))
-  }
-
-  /** The check-phase write: the queued lines, then everything that waited for them. */
-  const writeTurn = (): void => {
-    flushQueued()
-    const run = waiting
-    waiting = []
-    for (const f of run) {
-      try {
-        f()
-      } catch (cause) {
-        Runtime.runFork(runtime)(
-          Effect.logError("a step after the usage write failed").pipe(
-            Effect.annotateLogs({ error: String(cause) }),
-          ),
-        )
+    let failed: Leftover
+    try {
+      const error = lines === "" ? undefined : writeOut(lines)
+      if (error !== undefined) failed = writeFailed(error, lines)
+    } finally {
+      const run = waiting
+      waiting = []
+      for (const f of run) {
+        try {
+          f()
+        } catch (cause) {
+          failed = andThen(
+            failed,
+            Effect.logError("a step after the usage write failed").pipe(
+              Effect.annotateLogs({ error: String(cause) }),
+            ),
+          )
+        }
       }
     }
+    return failed
+  }
+
+  /** `writeTurn` on the check phase, its logging forked on the layer's runtime. */
+  const writeTurnLater = (): void => {
+    const failed = writeTurn()
+    if (failed !== undefined) Runtime.runFork(runtime)(failed)
   }
 
   const queue = (record: UsageRecord): Leftover => {
     queued += encodeRecord(record)
     if (!scheduled) {
       scheduled = true
-      setImmediate(writeTurn)
+      setImmediate(writeTurnLater)
     }
     return undefined
   }
@@ -280,7 +305,7 @@ const make = Effect.fnUntraced(function* (file: string) {
   }
 
   // Closing: the queued lines and everything waiting for them, then the file (its finalizer, above).
-  yield* Effect.addFinalizer(() => Effect.sync(writeTurn))
+  yield* Effect.addFinalizer(() => Effect.suspend(() => writeTurn() ?? Effect.void))
 
   return usageLogOf({ appendNow, queue, afterWrite })
 })

@@ -94,4 +94,30 @@ describe("UsageLog on a disk that takes less than asked", () => {
       assert.deepStrictEqual(ids(text), ["one", "two", ""])
     }),
   )
+
+  it.effect(
+    "a queued batch the disk stopped inside: whole lines in the file are not written again, the line begun is continued",
+    () =>
+      Effect.gen(function* () {
+        plan.length = 0
+        const line = Buffer.byteLength(JSON.stringify(sampleRecord({ request_id: "one" }))) + 1
+        // The batch's first line and 40 bytes of its second reach the file, then the disk is full.
+        plan.push({ bytes: line + 40 }, "fail")
+        const text = yield* withLog((log) =>
+          Effect.gen(function* () {
+            log.queue(sampleRecord({ request_id: "one" }))
+            log.queue(sampleRecord({ request_id: "two" }))
+            log.queue(sampleRecord({ request_id: "three" }))
+            let ran = false
+            log.afterWrite(() => (ran = true))
+            yield* Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
+            // The responses waiting for the write still end.
+            assert.isTrue(ran)
+            // The next record's write takes the rest of "two", then "three", then "four".
+            yield* log.append(sampleRecord({ request_id: "four" }))
+          }),
+        )
+        assert.deepStrictEqual(ids(text), ["one", "two", "three", "four", ""])
+      }),
+  )
 })

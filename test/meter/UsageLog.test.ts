@@ -239,7 +239,7 @@ describe("UsageLog queued records (ADR 0037)", () => {
         assert.isTrue(ran)
         assert.deepStrictEqual(messages[0]?.message, ["usage record not written"])
         assert.deepStrictEqual(messages[0]?.annotations["request_id"], ["one", "two"])
-        assert.strictEqual(messages[0]?.annotations["kept_for_retry"], 1)
+        assert.strictEqual(messages[0]?.annotations["kept_for_retry"], 2)
         yield* Scope.close(scope, Exit.void)
         const atShutdown = messages.find(
           (m) => (m.message as Array<string>)[0] === "usage records not written at shutdown",
