@@ -7,6 +7,13 @@ export type UpstreamError = Error & { readonly code?: string }
 /** What reads an upstream body: the attempt's prelude reader, then the relay. */
 export interface BodyReader {
   readonly onData: (chunk: Buffer) => void
+  /**
+   * Several queued chunks at once (ADR 0038): takes chunks from the start
+   * of `chunks`, at least one, and returns how many it took (fewer when it
+   * paused or failed on one of them; the rest stay queued). Without it,
+   * queued chunks go to `onData` one by one.
+   */
+  readonly onDataMany?: (chunks: ReadonlyArray<Buffer>) => number
   readonly onEnd: () => void
   readonly onError: (error: UpstreamError) => void
 }
@@ -161,11 +168,20 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
     try {
       let queued = this.queued
       while (queued !== undefined && !this.paused && reader !== undefined) {
-        const chunk = queued.shift()!
-        this.queuedBytes -= chunk.length
-        if (queued.length === 0) this.queued = queued = undefined
-        reader.onData(chunk)
-        if (this.closed) return
+        if (queued.length > 1 && reader.onDataMany !== undefined) {
+          // The whole queue leaves before the reader runs (it may pause, close or detach the call).
+          this.queued = undefined
+          this.queuedBytes = 0
+          const taken = reader.onDataMany(queued)
+          if (this.closed) return
+          if (taken < queued.length) this.requeue(queued.slice(taken))
+        } else {
+          const chunk = queued.shift()!
+          this.queuedBytes -= chunk.length
+          if (queued.length === 0) this.queued = queued = undefined
+          reader.onData(chunk)
+          if (this.closed) return
+        }
         queued = this.queued
         reader = this.reader
       }
@@ -175,6 +191,14 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
       const error: UpstreamError = cause instanceof Error ? cause : new Error(String(cause))
       reader?.onError(error)
     }
+  }
+
+  /** Puts chunks a reader did not take back in front of the queue. */
+  private requeue(chunks: Array<Buffer>): void {
+    let bytes = 0
+    for (const chunk of chunks) bytes += chunk.length
+    this.queued = this.queued === undefined ? chunks : chunks.concat(this.queued)
+    this.queuedBytes += bytes
   }
 
   /** Gives the reader the end or the failure, if there is one, and detaches it (each is delivered once). */

@@ -352,4 +352,62 @@ describe("UpstreamCall (undici dispatch handler)", () => {
     expect(errors).toEqual(["a bug in the reader"])
     await eventually(() => sockets.closed > 0, 1_000)
   })
+
+  it("a reader with onDataMany gets the queue in one call; what it does not take stays queued, in order, for after a resume", async () => {
+    const { dispatch } = await setup((_req, res) => {
+      res.writeHead(200)
+      res.write("a")
+      setTimeout(() => res.write("b"), 10)
+      setTimeout(() => res.write("c"), 20)
+      setTimeout(() => res.end("d"), 30)
+    })
+    const call = unwatched()
+    dispatch(call)
+    await eventually(() => call.ended)
+    const calls: Array<string> = []
+    let takeOnly = 2
+    const reader: BodyReader = {
+      onData: (chunk) => calls.push(`one:${chunk.toString()}`),
+      onDataMany: (chunks) => {
+        calls.push(`many:${chunks.map(String).join(",")}`)
+        if (takeOnly >= chunks.length) return chunks.length
+        // Takes the first two and pauses, as the relay does on a budget cutoff.
+        call.pause()
+        return takeOnly
+      },
+      onEnd: () => calls.push("end"),
+      onError: (error) => calls.push(`error:${error.message}`),
+    }
+    call.attach(reader)
+    expect(calls).toEqual(["many:a,b,c,d"])
+    expect(call.queuedBytes).toBe(2)
+    takeOnly = Infinity
+    call.resume()
+    expect(calls).toEqual(["many:a,b,c,d", "many:c,d", "end"])
+    expect(call.queuedBytes).toBe(0)
+  })
+
+  it("a reader that closes the call inside onDataMany gets nothing more", async () => {
+    const { dispatch } = await setup((_req, res) => {
+      res.writeHead(200)
+      res.write("a")
+      setTimeout(() => res.end("b"), 10)
+    })
+    const call = unwatched()
+    dispatch(call)
+    await eventually(() => call.ended)
+    const calls: Array<string> = []
+    call.attach({
+      onData: (chunk) => calls.push(`one:${chunk.toString()}`),
+      onDataMany: (chunks) => {
+        calls.push(`many:${chunks.length}`)
+        call.close()
+        return 1
+      },
+      onEnd: () => calls.push("end"),
+      onError: (error) => calls.push(`error:${error.message}`),
+    })
+    expect(calls).toEqual(["many:2"])
+    expect(call.queuedBytes).toBe(0)
+  })
 })

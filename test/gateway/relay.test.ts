@@ -1,0 +1,65 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { startHarness, type Harness } from "../support/harness.js"
+
+/**
+ * The relay writes what queued while nobody read (the whole stream, when it
+ * arrives in one burst before the relay starts) with one write instead of
+ * one per upstream chunk (ADR 0038). The client must get the same bytes.
+ */
+
+/** Ids and times the fake makes up per response (message and completion ids, `created`), so two answers can be compared. */
+const withoutIds = (text: string) =>
+  text.replace(/"(msg|chatcmpl)[-_][A-Za-z0-9]+"/g, '"ID"').replace(/"created":\d+/g, '"created":0')
+
+describe("relayed streams", () => {
+  let h: Harness
+  beforeAll(async () => {
+    h = await startHarness()
+  })
+  afterAll(async () => {
+    await h.close()
+  })
+
+  const post = async (base: string, path: string, headers: Record<string, string>, body: object) => {
+    const response = await fetch(`${base}${path}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-fake-scenario": "max-tokens", ...headers },
+      body: JSON.stringify(body),
+    })
+    return { status: response.status, text: await response.text() }
+  }
+
+  for (const [api, path, route, model] of [
+    ["anthropic", "/v1/messages", "claude", "claude-sonnet-5-5"],
+    ["openai", "/v1/chat/completions", "gpt", "gpt-5-mini"],
+  ] as const) {
+    for (const stream of [true, false]) {
+      it(`${api} ${stream ? "stream" : "JSON"}: the client gets the bytes the upstream sent (ids aside)`, async () => {
+        const messages = [{ role: "user", content: "say something long" }]
+        const direct = await post(
+          h.fakes[0]!.url,
+          path,
+          { "x-api-key": "x", authorization: "Bearer x" },
+          {
+            model,
+            max_tokens: 300,
+            stream,
+            messages,
+            ...(api === "openai" && stream ? { stream_options: { include_usage: true } } : {}),
+          },
+        )
+        const through = await post(
+          h.url,
+          path,
+          { "x-api-key": h.key },
+          { model: route, max_tokens: 300, stream, messages },
+        )
+        expect(through.status).toBe(200)
+        expect(direct.status).toBe(200)
+        expect(withoutIds(through.text)).toBe(withoutIds(direct.text))
+        expect(through.text.length).toBeGreaterThan(stream ? 20_000 : 1_000)
+        expect(h.records().at(-1)).toMatchObject({ output_tokens: 300, incomplete: false, error: null })
+      })
+    }
+  }
+})
