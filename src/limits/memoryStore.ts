@@ -46,6 +46,8 @@ interface TenantData {
   readonly months: Map<string, Spend>
   /** Session id → spend; insertion order follows the last request, so expired ones are at the front. */
   readonly sessions: Map<string, Session>
+  /** The id of the last entry of `sessions` when `touch` put it there (undefined: not known). */
+  newestSession: string | undefined
 }
 
 const monthStart = (month: string): number => Date.parse(`${month}-01T00:00:00.000Z`)
@@ -58,7 +60,7 @@ const make = () => {
   const tenant = (name: string): TenantData => {
     let data = tenants.get(name)
     if (data === undefined) {
-      data = { minutes: new Map(), months: new Map(), sessions: new Map() }
+      data = { minutes: new Map(), months: new Map(), sessions: new Map(), newestSession: undefined }
       tenants.set(name, data)
     }
     return data
@@ -70,6 +72,7 @@ const make = () => {
     for (const [id, session] of data.sessions) {
       if (isSessionLive(session.last, now)) break
       data.sessions.delete(id)
+      if (id === data.newestSession) data.newestSession = undefined
     }
   }
 
@@ -89,11 +92,18 @@ const make = () => {
     return session !== undefined && isSessionLive(session.last, now) ? session : undefined
   }
 
-  /** Moves the session to the end of the map (the newest), with `last` = the later of `last` and `now`. */
+  /**
+   * Moves the session to the end of the map (the newest), with `last` = the
+   * later of `last` and `now`. A session that is already the newest entry
+   * stays where it is: an agent's turns touch the same session over and
+   * over, and each move is a delete and an insert in a long-lived table.
+   */
   const touch = (data: TenantData, id: string, session: Session, now: number): void => {
     session.last = Math.max(session.last, now)
+    if (data.newestSession === id && data.sessions.get(id) === session) return
     data.sessions.delete(id)
     data.sessions.set(id, session)
+    data.newestSession = id
   }
 
   const admit = (request: AdmitRequest): Admitted | Refused => {
@@ -210,7 +220,12 @@ const make = () => {
   }
 
   const tenantState = (name: string, now: number): TenantState => {
-    const data = tenants.get(name) ?? { minutes: new Map(), months: new Map(), sessions: new Map() }
+    const data: TenantData = tenants.get(name) ?? {
+      minutes: new Map(),
+      months: new Map(),
+      sessions: new Map(),
+      newestSession: undefined,
+    }
     prune(data, now)
     const minute = Math.floor(now / MINUTE_MS)
     const current = data.minutes.get(minute) ?? ZERO
@@ -276,6 +291,7 @@ const restore = Effect.fnUntraced(function* (file: string) {
     const oldestFirst = [...data.sessions].sort(([, a], [, b]) => a.last - b.last)
     data.sessions.clear()
     for (const [id, session] of oldestFirst) data.sessions.set(id, session)
+    data.newestSession = undefined
   }
   yield* Effect.logInfo("limit store restored from the usage file").pipe(
     Effect.annotateLogs({ file, records: records.length }),

@@ -143,6 +143,36 @@ export const budgetCases = (test: StoreTest) => {
       admitted(yield* f.admit({ reserve: 400, session }))
     }))
 
+  test("sessions used in turns end 24 h after each one's own last request", (f) =>
+    Effect.gen(function* () {
+      const t0 = Date.UTC(2026, 11, 2, 10, 0, 0)
+      const a = { id: "agent-a", budget: undefined }
+      const b = { id: "agent-b", budget: undefined }
+      const use = (session: typeof a, at: number) =>
+        Effect.gen(function* () {
+          yield* TestClock.setTime(at)
+          const admission = admitted(yield* f.admit({ reserve: 10, session }))
+          yield* f.settle(admission, { sessionId: session.id, reserved: 10, cost: 10 })
+        })
+      yield* use(a, t0)
+      yield* use(b, t0 + HOUR)
+      yield* use(a, t0 + 2 * HOUR)
+      // The same session again and again (an agent's turns).
+      yield* use(a, t0 + 3 * HOUR)
+      yield* use(a, t0 + 4 * HOUR)
+      yield* TestClock.setTime(t0 + HOUR + SESSION_TTL_MS)
+      assert.deepStrictEqual(
+        (yield* f.state).sessions.map((s) => [s.id, s.spend, s.lastMs]),
+        [["agent-a", 40, t0 + 4 * HOUR]],
+      )
+      yield* use(b, t0 + 2 * HOUR + SESSION_TTL_MS)
+      yield* TestClock.setTime(t0 + 4 * HOUR + SESSION_TTL_MS)
+      assert.deepStrictEqual(
+        (yield* f.state).sessions.map((s) => [s.id, s.spend]),
+        [["agent-b", 10]],
+      )
+    }))
+
   test("a settle after the session ended changes the month only", (f) =>
     Effect.gen(function* () {
       const session = { id: "late", budget: undefined }
