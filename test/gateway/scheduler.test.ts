@@ -1,6 +1,6 @@
 import { Effect, Fiber, FiberRef, Runtime, Scheduler } from "effect"
 import { describe, expect, it } from "vitest"
-import { makeSharedScheduler } from "../../src/gateway/scheduler.js"
+import { MAX_OPS_BEFORE_YIELD, makeSharedScheduler } from "../../src/gateway/scheduler.js"
 
 const runtimeWith = (scheduler: Scheduler.Scheduler) =>
   Runtime.setFiberRef(Runtime.defaultRuntime, FiberRef.currentScheduler, scheduler)
@@ -34,5 +34,25 @@ describe("makeSharedScheduler", () => {
       Array.from({ length: 500 }, (_, i) => run(Effect.flatMap(step(i), (n) => step(n * 2)))),
     )
     expect(results).toEqual(Array.from({ length: 500 }, (_, i) => (i + 1) * 2 + 1))
+  })
+
+  it(`a fiber that never suspends yields to the others every ${MAX_OPS_BEFORE_YIELD} operations`, async () => {
+    const run = Runtime.runFork(runtimeWith(makeSharedScheduler()))
+    let spins = 0
+    // Not Effect.forever, which yields at every turn of its loop: this one never would by itself.
+    const spin = (): Effect.Effect<never> =>
+      Effect.flatMap(
+        Effect.sync(() => spins++),
+        spin,
+      )
+    const spinner = run(spin())
+    let otherRanAfter = -1
+    // Scheduled behind the spinner on the same queue: it runs only if the spinner yields.
+    run(Effect.sync(() => (otherRanAfter = spins)))
+    await new Promise<void>((resolve) => setImmediate(resolve))
+    await Effect.runPromise(Fiber.interrupt(spinner))
+    expect(otherRanAfter).toBeGreaterThan(0)
+    // Two operations per spin (the flatMap and the sync): the first yield comes after ~2048 of them.
+    expect(otherRanAfter).toBeLessThanOrEqual(MAX_OPS_BEFORE_YIELD)
   })
 })
