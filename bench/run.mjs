@@ -4,7 +4,7 @@
 // second fake answering 529 for the rows that need them), then runs the measurements of every row, each
 // in a fresh load-generator process, rotating the row order between measurements. Prints a table, then
 // the same results as one JSON line (the last line of stdout).
-// Options (env): BENCH_DURATION_S (5), BENCH_WARMUP_S (1), BENCH_CONCURRENCY (64), BENCH_RPS (500),
+// Options (env): BENCH_DURATION_S (5), BENCH_WARMUP_S (1), BENCH_PRIME_S (6), BENCH_CONCURRENCY (64), BENCH_RPS (500),
 // BENCH_ROUNDS (1), BENCH_API (anthropic | openai), BENCH_UPSTREAM (fake | stub), BENCH_LIMITS (1 | 0),
 // BENCH_REDIS (1 | 0), BENCH_FALLBACK (1 | 0), BENCH_TOLLGATE, BENCH_FAKEPROVIDER and BENCH_REDIS_SERVER
 // (binary paths; default bin/tollgate, bin/fakeprovider, redis-server on PATH). See bench/README.md.
@@ -48,6 +48,7 @@ const flag = (name) => oneOf(name, ["1", "0"]) === "1"
 const readOptions = () => ({
   durationS: number("BENCH_DURATION_S", 5),
   warmupS: number("BENCH_WARMUP_S", 1),
+  primeS: number("BENCH_PRIME_S", 6),
   concurrency: Math.round(number("BENCH_CONCURRENCY", 64)),
   rps: number("BENCH_RPS", 500),
   rounds: Math.round(number("BENCH_ROUNDS", 1)),
@@ -209,6 +210,36 @@ const KINDS = [
   { kind: "latency", mode: "open", stream: false },
 ]
 
+/**
+ * Unmeasured traffic to every server before the first measured run: its JSON
+ * request for `primeS` seconds, then its stream for half as long. The JIT of a
+ * fresh process needs more than one run's warm-up to reach steady state, and
+ * more for Tollgate's code than for the plain proxy's (measured with
+ * bench/ab.mjs: CPU per response of a fresh Tollgate +45–75 % in its first 6 s,
+ * the plain proxy's +10–30 %), so without it the first kind measured (JSON)
+ * would compare a cold Tollgate with a nearly warm proxy.
+ */
+const prime = async (servers) => {
+  if (options.primeS <= 0) return
+  for (const target of enabled) {
+    const server = servers[target]
+    if (server === undefined) continue
+    for (const { kind, stream } of KINDS) {
+      if (kind === "latency" || !kindsOf(target).includes(kind)) continue
+      const durationS = kind === "json" ? options.primeS : options.primeS / 2
+      const req = requestFor({ api: options.api, target, stream, ...options })
+      const spec = { origin: server.url, ...req, mode: "closed", ...options, warmupS: 0, durationS }
+      await runLoad({
+        script: join(here, "load.mjs"),
+        spec,
+        cpuOf: () => null,
+        timeoutMs: durationS * 1000 + 60_000,
+      })
+    }
+    log(`primed ${LABELS[target]}`)
+  }
+}
+
 const measure = async (servers) => {
   const runs = []
   let turn = 0
@@ -248,7 +279,8 @@ const main = async () => {
   tempDir = dir
   try {
     log(
-      `bench: ${options.api} API, ${options.warmupS} s warm-up + ${options.durationS} s per run, ` +
+      `bench: ${options.api} API, ${options.primeS} s priming per server, ` +
+        `${options.warmupS} s warm-up + ${options.durationS} s per run, ` +
         `concurrency ${options.concurrency}, latency at ${options.rps} req/s, ${options.rounds} round(s), ` +
         `rows: ${enabled.map((target) => LABELS[target]).join(", ")}`,
     )
@@ -258,6 +290,7 @@ const main = async () => {
       log("warning: the machine is busy; absolute numbers will be low and noisy, compare ratios only")
     }
     const { servers, skipped, unavailable } = await startAll(dir)
+    await prime(servers)
     const runs = await measure(servers)
     machine.loadAverageAtEnd = Number(loadavg()[0].toFixed(2))
     const summary = summarise(runs, { enabled, skipped, unavailable })
@@ -281,7 +314,9 @@ for (const signal of ["SIGINT", "SIGTERM"]) {
   })
 }
 const runsPerRound = enabled.reduce((sum, target) => sum + kindsOf(target).length, 0)
-const expectedMs = options.rounds * runsPerRound * (options.warmupS + options.durationS) * 1000
+const expectedMs =
+  options.rounds * runsPerRound * (options.warmupS + options.durationS) * 1000 +
+  enabled.length * options.primeS * 1500
 setTimeout(
   () => {
     log(`bench: still running after ${Math.round((expectedMs * 2 + 120_000) / 1000)} s, giving up`)
