@@ -28,11 +28,11 @@ import {
 const here = dirname(fileURLToPath(import.meta.url))
 const root = join(here, "..")
 
-const number = (name, fallback) => {
+const number = (name, fallback, { zero = false } = {}) => {
   const raw = process.env[name]
   const value = raw === undefined || raw === "" ? fallback : Number(raw)
-  if (!Number.isFinite(value) || value <= 0)
-    throw new Error(`${name} must be a positive number, got "${raw}"`)
+  if (!Number.isFinite(value) || value < 0 || (value === 0 && !zero))
+    throw new Error(`${name} must be a ${zero ? "non-negative" : "positive"} number, got "${raw}"`)
   return value
 }
 
@@ -48,7 +48,7 @@ const flag = (name) => oneOf(name, ["1", "0"]) === "1"
 const readOptions = () => ({
   durationS: number("BENCH_DURATION_S", 5),
   warmupS: number("BENCH_WARMUP_S", 1),
-  primeS: number("BENCH_PRIME_S", 6),
+  primeS: number("BENCH_PRIME_S", 6, { zero: true }),
   concurrency: Math.round(number("BENCH_CONCURRENCY", 64)),
   rps: number("BENCH_RPS", 500),
   rounds: Math.round(number("BENCH_ROUNDS", 1)),
@@ -229,12 +229,13 @@ const prime = async (servers) => {
       const durationS = kind === "json" ? options.primeS : options.primeS / 2
       const req = requestFor({ api: options.api, target, stream, ...options })
       const spec = { origin: server.url, ...req, mode: "closed", ...options, warmupS: 0, durationS }
+      // A failure here shows again in the measured runs, which report it; priming only warms up.
       await runLoad({
         script: join(here, "load.mjs"),
         spec,
         cpuOf: () => null,
         timeoutMs: durationS * 1000 + 60_000,
-      })
+      }).catch((error) => log(`priming ${LABELS[target]} (${kind}) failed: ${error.message}`))
     }
     log(`primed ${LABELS[target]}`)
   }

@@ -112,6 +112,8 @@ export const relay = (
     const written = (more: boolean, reason: string | undefined): boolean => {
       if (reason === PAUSE) {
         call.pause()
+        // The client's buffer may be full too: the next relay then waits for its drain before reading on.
+        if (!more) deadline.waitingForClientSince = deadlines.now()
         if (stop(false, true)) {
           // Timeouts keep running while the caller extends the reservation; the next relay sees them.
           deadline.expire = (kind) => {
@@ -167,5 +169,7 @@ export const relay = (
     slot.cancel = () => void stop(true)
     // What arrived since the attempt (or the last relay) paused, then the end or a failure if they came.
     call.attach(reader)
+    // Waiting for a drain that already came (while the caller extended the reservation): not waiting any more.
+    if (deadline.waitingForClientSince !== 0 && !res.writableNeedDrain) deadline.waitingForClientSince = 0
     if (!done && deadline.waitingForClientSince === 0) call.resume()
   })

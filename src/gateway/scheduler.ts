@@ -1,6 +1,20 @@
 import { type Fiber, Scheduler } from "effect"
 
 /**
+ * Operations a request fiber runs before it yields to others: Effect's
+ * default `FiberRef.currentMaxOpsBeforeYield` (2048), read here once instead
+ * of from the fiber's refs at every operation (`Scheduler.defaultShouldYield`
+ * does a map lookup per operation, about 40 per request). Request fibers
+ * never change it, nor their scheduling priority (0, the default); an
+ * `Effect.withMaxOpsBeforeYield` or `withSchedulingPriority` inside a request
+ * fiber would be ignored (ADR 0033).
+ */
+export const MAX_OPS_BEFORE_YIELD = 2048
+
+const shouldYield = (fiber: Fiber.RuntimeFiber<unknown, unknown>): number | false =>
+  fiber.currentOpCount > MAX_OPS_BEFORE_YIELD ? 0 : false
+
+/**
  * The scheduler of request fibers (ADR 0033): one task queue for all of
  * them, drained in one microtask, and through a timer after 2048 microtask
  * drains in a row so I/O is never starved — Effect's `MixedScheduler` as it
@@ -16,18 +30,6 @@ import { type Fiber, Scheduler } from "effect"
  * unhandled rejection), as with Effect's own schedulers; the tasks Effect
  * schedules (a fiber's run) catch what the fiber throws.
  */
-/**
- * Operations a request fiber runs before it yields to others: Effect's
- * default `FiberRef.currentMaxOpsBeforeYield` (2048), read here once instead
- * of from the fiber's refs at every operation (`Scheduler.defaultShouldYield`
- * does a map lookup per operation, about 40 per request). Request fibers
- * never change it, nor their scheduling priority (0, the default).
- */
-export const MAX_OPS_BEFORE_YIELD = 2048
-
-const shouldYield = (fiber: Fiber.RuntimeFiber<unknown, unknown>): number | false =>
-  fiber.currentOpCount > MAX_OPS_BEFORE_YIELD ? 0 : false
-
 export const makeSharedScheduler = (maxNextTickBeforeTimer = 2048): Scheduler.Scheduler => {
   const tasks = new Scheduler.PriorityBuckets()
   let running = false

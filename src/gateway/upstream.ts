@@ -60,6 +60,8 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
   private paused = false
   private closed = false
   private headed = false
+  /** `flush` is delivering: what arrives or attaches meanwhile waits for its loop (order is kept). */
+  private flushing = false
 
   constructor(
     private readonly onHead: (call: UpstreamCall) => void,
@@ -89,7 +91,7 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
   onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
     if (this.closed) return
     const reader = this.reader
-    if (reader === undefined || this.paused) {
+    if (reader === undefined || this.paused || this.flushing) {
       ;(this.queued ??= []).push(chunk)
       this.queuedBytes += chunk.length
       // Nobody reads it yet: past the limit, stop undici after this chunk until someone resumes.
@@ -104,7 +106,7 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
     this.ended = true
     // The controller's pause and resume act on the socket's parser, which now serves the next request.
     this.controller = undefined
-    if (this.queued === undefined && !this.paused) this.finish()
+    if (this.queued === undefined && !this.paused && !this.flushing) this.finish()
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
@@ -115,7 +117,7 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
     }
     this.error = error
     this.controller = undefined
-    if (this.queued === undefined && !this.paused) this.finish()
+    if (this.queued === undefined && !this.paused && !this.flushing) this.finish()
   }
 
   /**
@@ -164,16 +166,24 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
    * is aborted, rather than the exception reaching the event loop.
    */
   private flush(): void {
+    // A reader that attaches, resumes or receives while the queue is delivered is served by this loop.
+    if (this.flushing) return
+    this.flushing = true
     let reader = this.reader
     try {
       let queued = this.queued
       while (queued !== undefined && !this.paused && reader !== undefined) {
         if (queued.length > 1 && reader.onDataMany !== undefined) {
-          // The whole queue leaves before the reader runs (it may pause, close or detach the call).
+          // The whole queue leaves before the reader runs (it may pause, close or detach the call); what it
+          // does not take goes back in front of anything that arrived meanwhile.
           this.queued = undefined
           this.queuedBytes = 0
           const taken = reader.onDataMany(queued)
           if (this.closed) return
+          if (!(taken >= 1 && taken <= queued.length)) {
+            this.requeue(queued)
+            throw new Error(`a body reader took ${String(taken)} of ${queued.length} chunks`)
+          }
           if (taken < queued.length) this.requeue(queued.slice(taken))
         } else {
           const chunk = queued.shift()!
@@ -190,6 +200,8 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
       this.close()
       const error: UpstreamError = cause instanceof Error ? cause : new Error(String(cause))
       reader?.onError(error)
+    } finally {
+      this.flushing = false
     }
   }
 

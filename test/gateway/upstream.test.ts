@@ -410,4 +410,58 @@ describe("UpstreamCall (undici dispatch handler)", () => {
     expect(calls).toEqual(["many:2"])
     expect(call.queuedBytes).toBe(0)
   })
+
+  it("a reader that hands over to another inside onDataMany: the next one gets the rest, then the end, in order", async () => {
+    const { dispatch } = await setup((_req, res) => {
+      res.writeHead(200)
+      res.write("a")
+      setTimeout(() => res.write("b"), 10)
+      setTimeout(() => res.write("c"), 20)
+      setTimeout(() => res.end("d"), 30)
+    })
+    const call = unwatched()
+    dispatch(call)
+    await eventually(() => call.ended)
+    const seen: Array<string> = []
+    const second = recorder()
+    call.attach({
+      onData: (chunk) => seen.push(`first:${chunk.toString()}`),
+      onDataMany: (chunks) => {
+        seen.push(`first-many:${chunks.map(String).join(",")}`)
+        // Takes two, then detaches and another reader attaches (as a paused relay and its successor do).
+        call.detach()
+        call.attach(second.reader)
+        return 2
+      },
+      onEnd: () => seen.push("first:end"),
+      onError: (error) => seen.push(`first:error:${error.message}`),
+    })
+    expect(seen).toEqual(["first-many:a,b,c,d"])
+    expect(second.seen).toEqual(["data:c", "data:d", "end"])
+    expect(call.queuedBytes).toBe(0)
+  })
+
+  for (const taken of [0, 5, Number.NaN]) {
+    it(`a reader that says it took ${taken} of 4 chunks gets an error and the request is aborted`, async () => {
+      const { dispatch } = await setup((_req, res) => {
+        res.writeHead(200)
+        res.write("a")
+        setTimeout(() => res.write("b"), 10)
+        setTimeout(() => res.write("c"), 20)
+        setTimeout(() => res.end("d"), 30)
+      })
+      const call = unwatched()
+      dispatch(call)
+      await eventually(() => call.ended)
+      const seen: Array<string> = []
+      call.attach({
+        onData: () => seen.push("data"),
+        onDataMany: () => taken,
+        onEnd: () => seen.push("end"),
+        onError: (error) => seen.push(`error:${error.message}`),
+      })
+      expect(seen).toEqual([`error:a body reader took ${taken} of 4 chunks`])
+      expect(call.queuedBytes).toBe(0)
+    })
+  }
 })
