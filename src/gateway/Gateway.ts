@@ -83,7 +83,7 @@ export const layer = Layer.effect(
      * built). Leaves the line through Effect's logger when the JSON log
      * writer is not in use.
      */
-    const writeRecordNow = (ctx: RequestContext, then: (() => void) | undefined): Leftover => {
+    const queueRecord = (ctx: RequestContext, then: (() => void) | undefined): Leftover => {
       const now = deadlines.now()
       const line = ctx.toRecord(now)
       const failed = usageLog.queue(line)
@@ -117,11 +117,11 @@ export const layer = Layer.effect(
             openRequests.done(ctx)
             settling = limits.settle(admission, ctx.cost(), ctx.settledTokens())
           }
-          if (settling === undefined) return writeRecordNow(ctx, then) ?? Effect.void
+          if (settling === undefined) return queueRecord(ctx, then) ?? Effect.void
           // Even a defect in the store call cannot cost the record or the end of the response.
           return Effect.ensuring(
             settling,
-            Effect.suspend(() => writeRecordNow(ctx, then) ?? Effect.void),
+            Effect.suspend(() => queueRecord(ctx, then) ?? Effect.void),
           )
         }),
       )

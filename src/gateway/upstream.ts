@@ -180,10 +180,9 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
           this.queuedBytes = 0
           const taken = reader.onDataMany(queued)
           if (this.closed) return
-          if (!(taken >= 1 && taken <= queued.length)) {
-            this.requeue(queued)
+          // (The catch below closes the call, which drops the queue.)
+          if (!(taken >= 1 && taken <= queued.length))
             throw new Error(`a body reader took ${String(taken)} of ${queued.length} chunks`)
-          }
           if (taken < queued.length) this.requeue(queued.slice(taken))
         } else {
           const chunk = queued.shift()!

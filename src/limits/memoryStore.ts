@@ -54,13 +54,20 @@ const monthStart = (month: string): number => Date.parse(`${month}-01T00:00:00.0
 
 const ZERO: Counts = { requests: 0, tokens: 0 }
 
+const emptyTenantData = (): TenantData => ({
+  minutes: new Map(),
+  months: new Map(),
+  sessions: new Map(),
+  newestSession: undefined,
+})
+
 const make = () => {
   const tenants = new Map<string, TenantData>()
 
   const tenant = (name: string): TenantData => {
     let data = tenants.get(name)
     if (data === undefined) {
-      data = { minutes: new Map(), months: new Map(), sessions: new Map(), newestSession: undefined }
+      data = emptyTenantData()
       tenants.set(name, data)
     }
     return data
@@ -220,12 +227,7 @@ const make = () => {
   }
 
   const tenantState = (name: string, now: number): TenantState => {
-    const data: TenantData = tenants.get(name) ?? {
-      minutes: new Map(),
-      months: new Map(),
-      sessions: new Map(),
-      newestSession: undefined,
-    }
+    const data = tenants.get(name) ?? emptyTenantData()
     prune(data, now)
     const minute = Math.floor(now / MINUTE_MS)
     const current = data.minutes.get(minute) ?? ZERO

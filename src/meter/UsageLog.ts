@@ -249,14 +249,19 @@ const make = Effect.fnUntraced(function* (file: string) {
    * write), then everything that waited for them — also when the write
    * failed. Returns the logging of a failure, or of a waiting step that threw.
    */
-  const writeTurn = (): Leftover => {
-    scheduled = false
+  /** Writes what is queued (after what is kept from a failed write); the logging of a failure. */
+  const writeQueued = (): Leftover => {
     const lines = queued
     queued = ""
+    const error = lines === "" ? undefined : writeOut(lines)
+    return error === undefined ? undefined : writeFailed(error, lines)
+  }
+
+  const writeTurn = (): Leftover => {
+    scheduled = false
     let failed: Leftover
     try {
-      const error = lines === "" ? undefined : writeOut(lines)
-      if (error !== undefined) failed = writeFailed(error, lines)
+      failed = writeQueued()
     } finally {
       const run = waiting
       waiting = []
@@ -298,10 +303,8 @@ const make = Effect.fnUntraced(function* (file: string) {
 
   // A record written at once goes after the queued ones, so the file keeps the order of the calls.
   const appendNow = (record: UsageRecord): Leftover => {
-    const lines = queued + encodeRecord(record)
-    queued = ""
-    const error = writeOut(lines)
-    return error === undefined ? undefined : writeFailed(error, lines)
+    queued += encodeRecord(record)
+    return writeQueued()
   }
 
   // Closing: the queued lines and everything waiting for them, then the file (its finalizer, above).

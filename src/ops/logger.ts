@@ -1,7 +1,7 @@
 import * as fs from "node:fs"
 import { Cause, Duration, Effect, HashMap, Inspectable, Layer, List, Logger } from "effect"
 import type { UsageRecord } from "../meter/record.js"
-import { isoTime as isoTimeOf, jsonNullable, jsonNumber, jsonString } from "./jsonText.js"
+import { isoTime, jsonNullable, jsonNumber, jsonString } from "./jsonText.js"
 import { PartialWrite, writeAllSync } from "./writeAll.js"
 
 /**
@@ -183,10 +183,6 @@ const stringify = (line: Record<string, unknown>): string => {
   }
 }
 
-/** ISO time of a log line (lines come in bursts: the date and time of the second are reused). */
-const isoTime = (date: Date): string => isoTimeOf(date.getTime())
-const isoTimeMs = isoTimeOf
-
 /**
  * One log entry as a JSON line: `ts`, `level`, `message`, then the fields —
  * the annotations, and the keys of any plain object among the message parts
@@ -196,7 +192,7 @@ const isoTimeMs = isoTimeOf
  */
 export const formatLine = (options: Logger.Logger.Options<unknown>): string => {
   const line: Record<string, unknown> = {
-    ts: isoTime(options.date),
+    ts: isoTime(options.date.getTime()),
     level: options.logLevel.label.toLowerCase(),
     message: "",
   }
@@ -231,7 +227,7 @@ const emit = (writer: JsonLogWriter, ms: number, line: string): void => {
   if (dropped > 0) {
     writer.write(
       stringify({
-        ts: isoTimeMs(ms),
+        ts: isoTime(ms),
         level: "warn",
         message: "log lines dropped: stderr was not being read",
         dropped,
@@ -306,7 +302,7 @@ export const logRequest = (record: UsageRecord): Effect.Effect<void> =>
 export const writeRequestLine = (record: UsageRecord, ms: number): boolean => {
   const writer = requestLineWriter
   if (writer === undefined) return false
-  emit(writer, ms, requestLine(record, isoTimeMs(ms)))
+  emit(writer, ms, requestLine(record, isoTime(ms)))
   return true
 }
 

@@ -1,10 +1,8 @@
-import { mkdtempSync, readFileSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
-import { generateKey, hashKey } from "../../src/keys/keys.js"
 import { decodeRecord } from "../../src/meter/record.js"
-import { FAKEPROVIDER, startBinary, startGateway, type Running } from "../support/processes.js"
+import { startFakeAndGateway, type Running } from "../support/processes.js"
 
 /**
  * SPEC "Usage records": a record is appended before its response completes.
@@ -20,17 +18,7 @@ describe("the usage record is in the file before the response ends", () => {
   })
 
   it("every client finds its record when its response has ended, with many responses ending in the same turns", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "tollgate-record-order-"))
-    const key = generateKey()
-    const fake = await startBinary(FAKEPROVIDER, ["--listen", "127.0.0.1:0"])
-    started.push(fake)
-    const gateway = await startGateway({
-      dir,
-      upstreamUrl: fake.url,
-      keyHash: hashKey(key),
-      upstreamKey: "sk-order",
-    })
-    started.push(gateway)
+    const { dir, key, gateway } = await startFakeAndGateway("record-order", started)
     const file = join(dir, "usage.jsonl")
     const recorded = (id: string) =>
       readFileSync(file, "utf8")

@@ -62,6 +62,20 @@ const unwatched = (): UpstreamCall =>
     () => {},
   )
 
+/** A call whose whole response — `pieces`, sent 10 ms apart as separate chunks — is queued, with no reader yet. */
+const queuedWhole = async (pieces: ReadonlyArray<string>): Promise<UpstreamCall> => {
+  const { dispatch } = await setup((_req, res) => {
+    res.writeHead(200)
+    pieces.forEach((piece, i) =>
+      setTimeout(() => (i === pieces.length - 1 ? res.end(piece) : res.write(piece)), i * 10),
+    )
+  })
+  const call = unwatched()
+  dispatch(call)
+  await eventually(() => call.ended)
+  return call
+}
+
 /**
  * Writes `count` pieces of 16 KiB (`Infinity`: until the connection closes),
  * as fast as the socket takes them, then ends; returns the bytes written so far.
@@ -354,16 +368,7 @@ describe("UpstreamCall (undici dispatch handler)", () => {
   })
 
   it("a reader with onDataMany gets the queue in one call; what it does not take stays queued, in order, for after a resume", async () => {
-    const { dispatch } = await setup((_req, res) => {
-      res.writeHead(200)
-      res.write("a")
-      setTimeout(() => res.write("b"), 10)
-      setTimeout(() => res.write("c"), 20)
-      setTimeout(() => res.end("d"), 30)
-    })
-    const call = unwatched()
-    dispatch(call)
-    await eventually(() => call.ended)
+    const call = await queuedWhole(["a", "b", "c", "d"])
     const calls: Array<string> = []
     let takeOnly = 2
     const reader: BodyReader = {
@@ -388,14 +393,7 @@ describe("UpstreamCall (undici dispatch handler)", () => {
   })
 
   it("a reader that closes the call inside onDataMany gets nothing more", async () => {
-    const { dispatch } = await setup((_req, res) => {
-      res.writeHead(200)
-      res.write("a")
-      setTimeout(() => res.end("b"), 10)
-    })
-    const call = unwatched()
-    dispatch(call)
-    await eventually(() => call.ended)
+    const call = await queuedWhole(["a", "b"])
     const calls: Array<string> = []
     call.attach({
       onData: (chunk) => calls.push(`one:${chunk.toString()}`),
@@ -412,16 +410,7 @@ describe("UpstreamCall (undici dispatch handler)", () => {
   })
 
   it("a reader that hands over to another inside onDataMany: the next one gets the rest, then the end, in order", async () => {
-    const { dispatch } = await setup((_req, res) => {
-      res.writeHead(200)
-      res.write("a")
-      setTimeout(() => res.write("b"), 10)
-      setTimeout(() => res.write("c"), 20)
-      setTimeout(() => res.end("d"), 30)
-    })
-    const call = unwatched()
-    dispatch(call)
-    await eventually(() => call.ended)
+    const call = await queuedWhole(["a", "b", "c", "d"])
     const seen: Array<string> = []
     const second = recorder()
     call.attach({
@@ -443,16 +432,7 @@ describe("UpstreamCall (undici dispatch handler)", () => {
 
   for (const taken of [0, 5, Number.NaN]) {
     it(`a reader that says it took ${taken} of 4 chunks gets an error and the request is aborted`, async () => {
-      const { dispatch } = await setup((_req, res) => {
-        res.writeHead(200)
-        res.write("a")
-        setTimeout(() => res.write("b"), 10)
-        setTimeout(() => res.write("c"), 20)
-        setTimeout(() => res.end("d"), 30)
-      })
-      const call = unwatched()
-      dispatch(call)
-      await eventually(() => call.ended)
+      const call = await queuedWhole(["a", "b", "c", "d"])
       const seen: Array<string> = []
       call.attach({
         onData: () => seen.push("data"),

@@ -125,17 +125,28 @@ describe("UsageLog", () => {
   )
 })
 
+/**
+ * A log on a disk that is always full (/dev/full), built with a logger that
+ * keeps each entry's message and annotations: what the layer logs (its
+ * finalizer, its queued writes) goes there.
+ */
+const openFullLog = () =>
+  Effect.gen(function* () {
+    const messages: Array<{ message: unknown; annotations: Record<string, unknown> }> = []
+    const logger = Logger.make(({ message, annotations }) =>
+      messages.push({ message, annotations: Object.fromEntries(annotations) }),
+    )
+    const opened = yield* openLog("/dev/full").pipe(
+      Effect.provide(Logger.replace(Logger.defaultLogger, logger)),
+    )
+    return { ...opened, messages }
+  })
+
 describe("UsageLog write errors", () => {
   it.scopedLive("keeps the lines the file refused, tries them again first, and logs them at close", () =>
     Effect.gen(function* () {
-      const messages: Array<{ message: unknown; annotations: Record<string, unknown> }> = []
-      const logger = Logger.make(({ message, annotations }) =>
-        messages.push({ message, annotations: Object.fromEntries(annotations) }),
-      )
       // The layer's finalizer logs with the logger the layer was built with; the appends, with the default one.
-      const { log, scope } = yield* openLog("/dev/full").pipe(
-        Effect.provide(Logger.replace(Logger.defaultLogger, logger)),
-      )
+      const { log, scope, messages } = yield* openFullLog()
       yield* log.append(sampleRecord({ request_id: "one" }))
       yield* log.append(sampleRecord({ request_id: "two" }))
       yield* Scope.close(scope, Exit.void)
@@ -220,14 +231,8 @@ describe("UsageLog queued records (ADR 0037)", () => {
     "a refused write of queued records logs their ids, keeps them for the next write, and still runs what waits",
     () =>
       Effect.gen(function* () {
-        const messages: Array<{ message: unknown; annotations: Record<string, unknown> }> = []
-        const logger = Logger.make(({ message, annotations }) =>
-          messages.push({ message, annotations: Object.fromEntries(annotations) }),
-        )
         // The queued write logs through the runtime the layer was built with.
-        const { log, scope } = yield* openLog("/dev/full").pipe(
-          Effect.provide(Logger.replace(Logger.defaultLogger, logger)),
-        )
+        const { log, scope, messages } = yield* openFullLog()
         log.queue(sampleRecord({ request_id: "one" }))
         log.queue(sampleRecord({ request_id: "two" }))
         let ran = false

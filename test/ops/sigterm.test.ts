@@ -1,9 +1,7 @@
-import { mkdtempSync, readFileSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
-import { generateKey, hashKey } from "../../src/keys/keys.js"
-import { FAKEPROVIDER, startBinary, startGateway, type Running } from "../support/processes.js"
+import { startFakeAndGateway, type Running } from "../support/processes.js"
 
 /** TestServeSIGTERM: the real signal to the built binary, with streams open. */
 
@@ -39,19 +37,10 @@ describe("TestServeSIGTERM", () => {
   })
 
   it("drains: /readyz 503, new requests 503, short streams finish, long ones get the error event at the grace, exit 0", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "tollgate-sigterm-"))
-    const key = generateKey()
-    const fake = await startBinary(FAKEPROVIDER, ["--listen", "127.0.0.1:0"])
-    started.push(fake)
-    const gateway = await startGateway({
-      dir,
-      upstreamUrl: fake.url,
-      keyHash: hashKey(key),
-      upstreamKey: "sk-sigterm",
+    const { dir, key, gateway } = await startFakeAndGateway("sigterm", started, {
       provider: "a",
       server: { shutdown_grace: "2s" },
     })
-    started.push(gateway)
 
     // A short stream (~0.6 s) and a long one (~20 s), both open when the signal arrives.
     let shortStarted!: () => void

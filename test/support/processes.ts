@@ -1,7 +1,9 @@
 import { spawn, type ChildProcess } from "node:child_process"
-import { writeFileSync } from "node:fs"
+import { mkdtempSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { stringify } from "yaml"
+import { generateKey, hashKey } from "../../src/keys/keys.js"
 
 export const ROOT = resolve(import.meta.dirname, "../..")
 export const TOLLGATE = resolve(ROOT, "bin/tollgate")
@@ -123,4 +125,29 @@ export const startGateway = (options: {
   return startBinary(TOLLGATE, ["serve", "--config", join(options.dir, "tollgate.yaml")], {
     [GATEWAY_UPSTREAM_KEY_ENV]: options.upstreamKey,
   })
+}
+
+/**
+ * A fresh folder (`tollgate-NAME-…` in the temp dir) and client key, the
+ * built fake provider, and the built gateway in front of it (`startGateway`,
+ * upstream key `sk-NAME`); both processes are added to `started`.
+ */
+export const startFakeAndGateway = async (
+  name: string,
+  started: Array<Running>,
+  options: { readonly provider?: string; readonly server?: Record<string, unknown> } = {},
+) => {
+  const dir = mkdtempSync(join(tmpdir(), `tollgate-${name}-`))
+  const key = generateKey()
+  const fake = await startBinary(FAKEPROVIDER, ["--listen", "127.0.0.1:0"])
+  started.push(fake)
+  const gateway = await startGateway({
+    dir,
+    upstreamUrl: fake.url,
+    keyHash: hashKey(key),
+    upstreamKey: `sk-${name}`,
+    ...options,
+  })
+  started.push(gateway)
+  return { dir, key, fake, gateway }
 }
