@@ -2,10 +2,11 @@
 // plus what limits and budgets (memory and Redis store) and one fallback cost.
 // Starts the fake upstream, the plain proxy and one Tollgate per row (each its own process; a Redis and a
 // second fake answering 529 for the rows that need them), then runs the measurements of every row, each
-// in a fresh load-generator process, rotating the row order between measurements. Prints a table, then
-// the same results as one JSON line (the last line of stdout).
+// in a fresh load-generator process, rotating the row order between measurements, then the paired phase
+// (adjacent plain-proxy / Tollgate runs, the headline ratio). Prints a table, then the same results as one
+// JSON line (the last line of stdout).
 // Options (env): BENCH_DURATION_S (5), BENCH_WARMUP_S (1), BENCH_PRIME_S (6), BENCH_CONCURRENCY (64), BENCH_RPS (500),
-// BENCH_ROUNDS (1), BENCH_API (anthropic | openai), BENCH_UPSTREAM (fake | stub), BENCH_LIMITS (1 | 0),
+// BENCH_ROUNDS (1), BENCH_PAIRS (4), BENCH_PAIR_S (3), BENCH_API (anthropic | openai), BENCH_UPSTREAM (fake | stub), BENCH_LIMITS (1 | 0),
 // BENCH_REDIS (1 | 0), BENCH_FALLBACK (1 | 0), BENCH_TOLLGATE, BENCH_FAKEPROVIDER and BENCH_REDIS_SERVER
 // (binary paths; default bin/tollgate, bin/fakeprovider, redis-server on PATH). See bench/README.md.
 import { existsSync, rmSync } from "node:fs"
@@ -52,6 +53,8 @@ const readOptions = () => ({
   concurrency: Math.round(number("BENCH_CONCURRENCY", 64)),
   rps: number("BENCH_RPS", 500),
   rounds: Math.round(number("BENCH_ROUNDS", 1)),
+  pairs: Math.round(number("BENCH_PAIRS", 4, { zero: true })),
+  pairS: number("BENCH_PAIR_S", 3),
   api: oneOf("BENCH_API", ["anthropic", "openai"]),
   upstream: oneOf("BENCH_UPSTREAM", ["fake", "stub"]),
   limits: flag("BENCH_LIMITS"),
@@ -273,6 +276,42 @@ const measure = async (servers) => {
   return runs
 }
 
+/**
+ * The headline ratio, Tollgate ÷ plain proxy, from runs next to each other in time: for JSON, then SSE,
+ * `pairs` pairs of one plain-proxy run and one Tollgate run (`pairS` seconds each, after the usual
+ * warm-up), the order alternating from pair to pair (proxy first, then Tollgate first: P T T P P T …), so
+ * a machine that speeds up or slows down during the phase favours neither. The table's rows are seconds to
+ * a minute apart; on a machine whose speed moves by more than the gap being measured (this one's moves by
+ * up to 1.5× within minutes), only runs this close compare the two servers.
+ */
+const measurePairs = async (servers) => {
+  const runs = []
+  const pair = ["plain_proxy", "tollgate"]
+  if (options.pairs === 0 || pair.some((target) => servers[target] === undefined)) return runs
+  for (const { kind, mode, stream } of KINDS) {
+    if (kind === "latency") continue
+    for (let index = 0; index < options.pairs; index++) {
+      for (const target of index % 2 === 0 ? pair : [...pair].reverse()) {
+        const server = servers[target]
+        const req = requestFor({ api: options.api, target, stream, ...options })
+        const spec = { origin: server.url, ...req, mode, ...options, durationS: options.pairS }
+        const result = await runLoad({
+          script: join(here, "load.mjs"),
+          spec,
+          cpuOf: () => cpuTimeMs(server.pid),
+          timeoutMs: (options.warmupS + options.pairS) * 1000 + 60_000,
+        })
+        runs.push({ pair: index, target, kind, result })
+        const errors = result.errorCount > 0 ? `  ERRORS ${JSON.stringify(result.errors)}` : ""
+        log(
+          `pair ${index + 1}  ${kind.padEnd(7)} ${LABELS[target].padEnd(26)}  ${result.rate.toFixed(0)}/s${errors}`,
+        )
+      }
+    }
+  }
+  return runs
+}
+
 let tempDir
 
 const main = async () => {
@@ -283,6 +322,7 @@ const main = async () => {
       `bench: ${options.api} API, ${options.primeS} s priming per server, ` +
         `${options.warmupS} s warm-up + ${options.durationS} s per run, ` +
         `concurrency ${options.concurrency}, latency at ${options.rps} req/s, ${options.rounds} round(s), ` +
+        `${options.pairs} proxy/tollgate pair(s) of ${options.pairS} s, ` +
         `rows: ${enabled.map((target) => LABELS[target]).join(", ")}`,
     )
     const machine = { cpus: availableParallelism(), loadAverageAtStart: Number(loadavg()[0].toFixed(2)) }
@@ -293,11 +333,12 @@ const main = async () => {
     const { servers, skipped, unavailable } = await startAll(dir)
     await prime(servers)
     const runs = await measure(servers)
+    const pairRuns = await measurePairs(servers)
     machine.loadAverageAtEnd = Number(loadavg()[0].toFixed(2))
-    const summary = summarise(runs, { enabled, skipped, unavailable })
+    const summary = summarise(runs, { enabled, skipped, unavailable, pairRuns })
     const load = `load average (1 min): ${machine.loadAverageAtStart} at start, ${machine.loadAverageAtEnd} at end, ${machine.cpus} CPUs`
     process.stdout.write(`\n${[...formatSummary(summary, options), load].join("\n")}\n`)
-    process.stdout.write(`${JSON.stringify({ options, machine, ...summary, runs })}\n`)
+    process.stdout.write(`${JSON.stringify({ options, machine, ...summary, runs, pairRuns })}\n`)
   } finally {
     await stopAll()
     await rm(dir, { recursive: true, force: true })
@@ -317,6 +358,7 @@ for (const signal of ["SIGINT", "SIGTERM"]) {
 const runsPerRound = enabled.reduce((sum, target) => sum + kindsOf(target).length, 0)
 const expectedMs =
   options.rounds * runsPerRound * (options.warmupS + options.durationS) * 1000 +
+  options.pairs * 4 * (options.warmupS + options.pairS) * 1000 +
   enabled.length * options.primeS * 1500
 setTimeout(
   () => {

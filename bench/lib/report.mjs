@@ -49,7 +49,7 @@ const perResponse = (ms, run) =>
  * not start or failed its smoke test) make the run not valid; `unavailable` rows (an optional tool such
  * as redis-server is missing) are shown but do not.
  */
-export const summarise = (runs, { enabled, skipped, unavailable }) => {
+export const summarise = (runs, { enabled, skipped, unavailable, pairRuns = [] }) => {
   const targets = {}
   let errorCount = 0
   for (const target of enabled) {
@@ -100,6 +100,11 @@ export const summarise = (runs, { enabled, skipped, unavailable }) => {
   const tollgates = measured.filter((target) => target.startsWith("tollgate"))
   const byTarget = (list, f) => Object.fromEntries(list.map((target) => [target, f(target)]))
   const base = targets.tollgate
+  const paired = summarisePairs(pairRuns)
+  errorCount += pairRuns.reduce(
+    (sum, run) => sum + Object.values(run.result.errors ?? {}).reduce((a, n) => a + n, 0),
+    0,
+  )
   return {
     targets,
     ratios: {
@@ -107,6 +112,7 @@ export const summarise = (runs, { enabled, skipped, unavailable }) => {
         json: ratio("tollgate", "plain_proxy", "json"),
         sse: ratio("tollgate", "plain_proxy", "sse"),
       },
+      paired,
       overPlainProxy: byTarget(tollgates, (t) => ({
         json: ratio(t, "plain_proxy", "json"),
         sse: ratio(t, "plain_proxy", "sse"),
@@ -135,6 +141,43 @@ export const summarise = (runs, { enabled, skipped, unavailable }) => {
     errorCount,
     valid: errorCount === 0 && Object.keys(skipped).length === 0,
   }
+}
+
+/**
+ * The paired phase (`pairRuns`: `{ pair, target, kind, result }[]`): per kind, the ratio Tollgate ÷ plain
+ * proxy of each pair's throughput and of its CPU per response, and their medians and ranges; null for a
+ * kind without complete pairs.
+ */
+const summarisePairs = (pairRuns) => {
+  const byKind = {}
+  for (const kind of ["json", "sse"]) {
+    const throughput = []
+    const cpu = []
+    const pairs = [...new Set(pairRuns.filter((r) => r.kind === kind).map((r) => r.pair))]
+    for (const pair of pairs) {
+      const of = (target) =>
+        pairRuns.find((r) => r.kind === kind && r.pair === pair && r.target === target)?.result
+      const proxy = of("plain_proxy")
+      const tollgate = of("tollgate")
+      if (proxy === undefined || tollgate === undefined || !(proxy.rate > 0)) continue
+      throughput.push(tollgate.rate / proxy.rate)
+      const p = perResponse(proxy.cpuMs, proxy)
+      const t = perResponse(tollgate.cpuMs, tollgate)
+      if (typeof p === "number" && typeof t === "number" && p > 0) cpu.push(t / p)
+    }
+    byKind[kind] =
+      throughput.length === 0
+        ? null
+        : {
+            pairs: throughput.length,
+            median: median(throughput),
+            min: Math.min(...throughput),
+            max: Math.max(...throughput),
+            ratios: throughput,
+            cpuPerResponseMedian: median(cpu),
+          }
+  }
+  return byKind
 }
 
 const fmt = (value, digits = 0) => (typeof value === "number" ? value.toFixed(digits) : "—")
@@ -223,7 +266,20 @@ export const formatSummary = (summary, options) => {
   }
   const { json, sse } = summary.ratios.tollgateOverPlainProxy
   out.push("")
-  out.push(`tollgate ÷ plain proxy throughput:  JSON ${fmt(json, 2)}   SSE ${fmt(sse, 2)}`)
+  out.push(`tollgate ÷ plain proxy throughput:  JSON ${fmt(json, 2)}   SSE ${fmt(sse, 2)}   (the rows above)`)
+  const paired = summary.ratios.paired
+  if (paired?.json != null || paired?.sse != null) {
+    const cell = (p) => (p == null ? "—" : `${fmt(p.median, 2)} (${fmt(p.min, 2)}–${fmt(p.max, 2)})`)
+    const cpu = (p) => (p == null ? "—" : fmt(p.cpuPerResponseMedian, 2))
+    const n = paired.json?.pairs ?? paired.sse?.pairs
+    out.push(
+      `${"  paired, median (min–max):".padEnd(36)}JSON ${cell(paired.json)}   SSE ${cell(paired.sse)}` +
+        `   (${n} adjacent proxy/tollgate pairs each)`,
+    )
+    out.push(
+      `${"  paired, CPU per response ratio:".padEnd(36)}JSON ${cpu(paired.json)}   SSE ${cpu(paired.sse)}`,
+    )
+  }
   const added = summary.addedLatencyMs
   const addedRows = Object.keys(added).sort((a, b) => TARGETS.indexOf(a) - TARGETS.indexOf(b))
   addedRows.forEach((target, i) => {
