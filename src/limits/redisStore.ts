@@ -74,6 +74,7 @@ const make = Effect.fnUntraced(function* (url: string) {
     Effect.sync(() => {
       const client = new Redis(url, {
         lazyConnect: true,
+        enableAutoPipelining: true,
         enableOfflineQueue: false,
         maxRetriesPerRequest: 0,
         commandTimeout: 500,

@@ -97,6 +97,31 @@ describe("Redis store", () => {
     }),
   )
 
+  it.scopedLive(
+    "a Redis that stops answering fails every operation in flight within 2 s, also those queued behind the first, and is used again once it answers",
+    () =>
+      Effect.gen(function* () {
+        const store = yield* Store
+        const raw = yield* rawClient
+        const now = yield* Clock.currentTimeMillis
+        assert.strictEqual((yield* store.admit(request("hung", now)))._tag, "Admitted")
+        // Redis holds every client's commands for 3 s: connected, but silent (a stuck or overloaded server).
+        assert.strictEqual(yield* Effect.promise(() => raw.call("CLIENT", "PAUSE", "3000", "ALL")), "OK")
+        const started = yield* Clock.currentTimeMillis
+        const results = yield* Effect.forEach(
+          Array.from({ length: 20 }, (_, i) =>
+            Effect.either(i % 2 === 0 ? store.admit(request("hung", now)) : store.tenantState("hung", now)),
+          ),
+          (operation) => operation,
+          { concurrency: "unbounded" },
+        )
+        const elapsed = (yield* Clock.currentTimeMillis) - started
+        for (const result of results) assert.isTrue(Either.isLeft(result) && result.left._tag === "StoreError")
+        assert.isBelow(elapsed, 2_000)
+        assert.strictEqual((yield* admitWhenBack("hung"))._tag, "Admitted")
+      }).pipe(Effect.provide(layerRedis(redis.url))),
+  )
+
   it.scopedLive("a Redis stopped mid-run fails each operation within 2 s and works again after restart", () =>
     Effect.gen(function* () {
       const store = yield* Store
