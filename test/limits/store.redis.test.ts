@@ -110,13 +110,16 @@ describe("Redis store", () => {
         const started = yield* Clock.currentTimeMillis
         const results = yield* Effect.forEach(
           Array.from({ length: 20 }, (_, i) =>
-            Effect.either(i % 2 === 0 ? store.admit(request("hung", now)) : store.tenantState("hung", now)),
+            Effect.either<unknown, StoreError, never>(
+              i % 2 === 0 ? store.admit(request("hung", now)) : store.tenantState("hung", now),
+            ),
           ),
           (operation) => operation,
           { concurrency: "unbounded" },
         )
         const elapsed = (yield* Clock.currentTimeMillis) - started
-        for (const result of results) assert.isTrue(Either.isLeft(result) && result.left._tag === "StoreError")
+        for (const result of results)
+          assert.isTrue(Either.isLeft(result) && result.left._tag === "StoreError")
         assert.isBelow(elapsed, 2_000)
         assert.strictEqual((yield* admitWhenBack("hung"))._tag, "Admitted")
       }).pipe(Effect.provide(layerRedis(redis.url))),
