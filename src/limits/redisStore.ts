@@ -74,7 +74,6 @@ const make = Effect.fnUntraced(function* (url: string) {
     Effect.sync(() => {
       const client = new Redis(url, {
         lazyConnect: true,
-        enableAutoPipelining: true,
         enableOfflineQueue: false,
         maxRetriesPerRequest: 0,
         commandTimeout: 500,
@@ -97,6 +96,28 @@ const make = Effect.fnUntraced(function* (url: string) {
   // The first connection attempt, bounded by connectTimeout; a Redis that is down now is retried forever.
   yield* Effect.promise(() => redis.connect().catch(() => undefined))
 
+  /** The connection whose writes this event-loop turn are held back, to go out together (ADR 0039). */
+  let corked: { uncork: () => void } | undefined
+  const uncork = () => {
+    const stream = corked
+    corked = undefined
+    stream?.uncork()
+  }
+  /**
+   * Holds the connection's writes until the check phase of this event-loop
+   * turn, so the calls of every request that admits or settles in this turn
+   * reach Redis in one write (and Redis answers them with one); called before
+   * each call. Each call is still its own command with its own reply and
+   * timeout.
+   */
+  const batch = (): void => {
+    if (corked !== undefined || redis.status !== "ready") return
+    const stream = redis.stream
+    stream.cork()
+    corked = stream
+    setImmediate(uncork)
+  }
+
   const admit: StoreService["admit"] = (request) => {
     const { now, tokenCost } = request
     const k = keys(request.tenant)
@@ -105,8 +126,9 @@ const make = Effect.fnUntraced(function* (url: string) {
     const tokenLimit = tokenCost > 0 ? request.tokensPerMinute : undefined
     const session = request.session
     return Effect.tryPromise({
-      try: () =>
-        redis.tollgateAdmit(
+      try: () => {
+        batch()
+        return redis.tollgateAdmit(
           k.requests(minute),
           k.requests(minute - 1),
           k.tokens(minute),
@@ -129,7 +151,8 @@ const make = Effect.fnUntraced(function* (url: string) {
           COUNTER_PX,
           MONTH_PX,
           SESSION_PX,
-        ),
+        )
+      },
       catch: fail("admit"),
     }).pipe(
       Effect.map((reply): Admitted | Refused => {
@@ -149,8 +172,9 @@ const make = Effect.fnUntraced(function* (url: string) {
   const settle: StoreService["settle"] = (request) => {
     const k = keys(request.tenant)
     return Effect.tryPromise({
-      try: () =>
-        redis.tollgateSettle(
+      try: () => {
+        batch()
+        return redis.tollgateSettle(
           k.month(request.month),
           k.session(request.sessionId),
           k.sessionIndex,
@@ -163,7 +187,8 @@ const make = Effect.fnUntraced(function* (url: string) {
           SESSION_TTL_MS,
           MONTH_PX,
           SESSION_PX,
-        ),
+        )
+      },
       catch: fail("settle"),
     }).pipe(Effect.asVoid)
   }
@@ -172,8 +197,9 @@ const make = Effect.fnUntraced(function* (url: string) {
     const k = keys(request.tenant)
     const session = request.session
     return Effect.tryPromise({
-      try: () =>
-        redis.tollgateExtend(
+      try: () => {
+        batch()
+        return redis.tollgateExtend(
           k.month(request.month),
           k.session(session?.id),
           request.now,
@@ -185,7 +211,8 @@ const make = Effect.fnUntraced(function* (url: string) {
           session?.budget?.hard === true ? 1 : 0,
           SESSION_TTL_MS,
           MONTH_PX,
-        ),
+        )
+      },
       catch: fail("extend"),
     }).pipe(Effect.map((reply) => int(reply) === 1))
   }

@@ -97,8 +97,31 @@ describe("Redis store", () => {
     }),
   )
 
+  it.scoped("the calls of one event-loop turn, sent together, each get their own answer", () =>
+    Effect.gen(function* () {
+      const store = yield* Store
+      // 120 admissions issued in the same turn against a limit of 100 requests a minute: one batch.
+      const results = yield* Effect.forEach(
+        Array.from({ length: 120 }, () => store.admit(request("batched", 120_000))),
+        (admit) => admit,
+        { concurrency: "unbounded" },
+      )
+      assert.strictEqual(results.filter((r) => r._tag === "Admitted").length, 100)
+      assert.deepStrictEqual(
+        results.slice(100).map((r) => (r._tag === "Refused" ? r.reason : r._tag)),
+        Array.from({ length: 20 }, () => "requests"),
+      )
+      // Each admitted call saw its own count: 1, 2, …, 100 in the order of the calls.
+      assert.deepStrictEqual(
+        results.slice(0, 100).map((r) => r.requests?.current),
+        Array.from({ length: 100 }, (_, i) => i + 1),
+      )
+      assert.strictEqual((yield* store.tenantState("batched", 120_000)).requests.current, 100)
+    }).pipe(Effect.provide(layerRedis(redis.url))),
+  )
+
   it.scopedLive(
-    "a Redis that stops answering fails every operation in flight within 2 s, also those queued behind the first, and is used again once it answers",
+    "a Redis that stops answering fails every operation in flight within 2 s and is used again once it answers",
     () =>
       Effect.gen(function* () {
         const store = yield* Store
