@@ -35,6 +35,12 @@ export const relayHeaders = (
     if (value !== undefined) headers[name] = value
   }
   if (eventStream) headers["cache-control"] = "no-cache"
+  else {
+    // The body is relayed byte for byte: its length stands, and the client gets it without chunked framing
+    // (ADR 0040). An event stream is never sized.
+    const length = upstream["content-length"]
+    if (length !== undefined) headers["content-length"] = length
+  }
   // Tollgate's own time and the upstream's until the commit, so a user can see the overhead per request.
   const total = Math.max(0, nowMs - ctx.startMs)
   headers["server-timing"] =

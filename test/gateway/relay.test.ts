@@ -26,7 +26,7 @@ describe("relayed streams", () => {
       headers: { "content-type": "application/json", "x-fake-scenario": "max-tokens", ...headers },
       body: JSON.stringify(body),
     })
-    return { status: response.status, text: await response.text() }
+    return { status: response.status, headers: response.headers, text: await response.text() }
   }
 
   for (const [api, path, route, model] of [
@@ -59,7 +59,28 @@ describe("relayed streams", () => {
         expect(withoutIds(through.text)).toBe(withoutIds(direct.text))
         expect(through.text.length).toBeGreaterThan(stream ? 20_000 : 1_000)
         expect(h.records().at(-1)).toMatchObject({ output_tokens: 300, incomplete: false, error: null })
+        // The fake sends both without a length (chunked); so does Tollgate.
+        expect(through.headers.get("content-length")).toBeNull()
       })
     }
+
+    it(`${api}: an upstream answer with a length keeps it, and no chunked framing (ADR 0040)`, async () => {
+      // status:400 is returned to the client unchanged; the fake sends its error body with content-length.
+      const headers = { "x-fake-scenario": "status:400" }
+      const body = { max_tokens: 10, messages: [{ role: "user", content: "hi" }] }
+      const direct = await post(
+        h.fakes[0]!.url,
+        path,
+        { "x-api-key": "x", authorization: "Bearer x", ...headers },
+        { model, ...body },
+      )
+      const through = await post(h.url, path, { "x-api-key": h.key, ...headers }, { model: route, ...body })
+      expect(direct.status).toBe(400)
+      expect(through.status).toBe(400)
+      expect(through.text).toBe(direct.text)
+      expect(direct.headers.get("content-length")).toBe(String(Buffer.byteLength(direct.text)))
+      expect(through.headers.get("content-length")).toBe(direct.headers.get("content-length"))
+      expect(through.headers.get("transfer-encoding")).toBeNull()
+    })
   }
 })
