@@ -241,7 +241,7 @@ export const layer = Layer.effect(
           ctx.error ??= errorCode(error)
           // Already recorded: the end of the response was handed over with the record; it stays as it is.
           if (ctx.recorded) return Effect.void
-          if (ctx.request?.stream === true) {
+          if (ctx.eventStream) {
             return record(ctx, () => {
               if (!res.writableEnded && !res.destroyed)
                 res.end(streamErrorEvent(ctx.api, "api_error", "internal error"))
@@ -303,7 +303,7 @@ export const layer = Layer.effect(
     /** A stream still open when the grace ran out gets the error event; any other response is cut. */
     const endForShutdown = (ctx: RequestContext, res: ServerResponse): void => {
       if (res.writableEnded || res.destroyed) return
-      if (ctx.committed && ctx.request?.stream === true) {
+      if (ctx.committed && ctx.eventStream) {
         res.end(
           streamErrorEvent(ctx.api, "overloaded_error", "Tollgate is shutting down; the stream was ended"),
         )

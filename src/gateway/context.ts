@@ -32,6 +32,11 @@ export class RequestContext implements LoopState, CancelSlot, Listed {
   status = 0
   /** The client response has started (headers and first byte written): no retry or fallback any more. */
   committed = false
+  /**
+   * The committed response is a metered event stream (a 2xx `text/event-stream`): a failure after the commit
+   * ends it with an error event. Any other committed response (JSON, sized or chunked) is cut instead.
+   */
+  eventStream = false
   /** Epoch ms of the commit (0 until then): with `upstreamMs`, Tollgate's own share of the time to first byte. */
   committedMs = 0
   usage: UsageAcc = makeUsageAcc()

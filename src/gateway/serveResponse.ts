@@ -107,6 +107,7 @@ export const makeServeResponse = (
     }
     res.writeHead(status, relayHeaders(ctx, headers, deadlines.now(), meter !== undefined))
     ctx.committed = true
+    ctx.eventStream = meter !== undefined
     ctx.committedMs = deadlines.now()
     if (meter !== undefined) {
       telemetry.streamOpened()
