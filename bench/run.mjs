@@ -53,7 +53,8 @@ const readOptions = () => ({
   concurrency: Math.round(number("BENCH_CONCURRENCY", 64)),
   rps: number("BENCH_RPS", 500),
   rounds: Math.round(number("BENCH_ROUNDS", 1)),
-  pairs: Math.round(number("BENCH_PAIRS", 4, { zero: true })),
+  // Rounded up to an even count: the alternating order is balanced only over whole proxy-first/Tollgate-first pairs.
+  pairs: 2 * Math.ceil(Math.round(number("BENCH_PAIRS", 4, { zero: true })) / 2),
   pairS: number("BENCH_PAIR_S", 3),
   api: oneOf("BENCH_API", ["anthropic", "openai"]),
   upstream: oneOf("BENCH_UPSTREAM", ["fake", "stub"]),
@@ -295,11 +296,15 @@ const measurePairs = async (servers) => {
         const server = servers[target]
         const req = requestFor({ api: options.api, target, stream, ...options })
         const spec = { origin: server.url, ...req, mode, ...options, durationS: options.pairS }
+        // A load generator that fails is one failed run (the rows measured before it still count).
         const result = await runLoad({
           script: join(here, "load.mjs"),
           spec,
           cpuOf: () => cpuTimeMs(server.pid),
           timeoutMs: (options.warmupS + options.pairS) * 1000 + 60_000,
+        }).catch((error) => {
+          log(`pair ${index + 1} ${kind} ${LABELS[target]}: ${error.message.split("\n")[0]}`)
+          return { completed: 0, rate: 0, cpuMs: null, errors: { "load-generator-failed": 1 }, errorCount: 1 }
         })
         runs.push({ pair: index, target, kind, result })
         const errors = result.errorCount > 0 ? `  ERRORS ${JSON.stringify(result.errors)}` : ""

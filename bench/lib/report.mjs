@@ -159,7 +159,8 @@ const summarisePairs = (pairRuns) => {
         pairRuns.find((r) => r.kind === kind && r.pair === pair && r.target === target)?.result
       const proxy = of("plain_proxy")
       const tollgate = of("tollgate")
-      if (proxy === undefined || tollgate === undefined || !(proxy.rate > 0)) continue
+      // A pair with a failed run (no rate) has no ratio; its failure is in the error count.
+      if (proxy === undefined || tollgate === undefined || !(proxy.rate > 0) || !(tollgate.rate > 0)) continue
       throughput.push(tollgate.rate / proxy.rate)
       const p = perResponse(proxy.cpuMs, proxy)
       const t = perResponse(tollgate.cpuMs, tollgate)
@@ -269,12 +270,14 @@ export const formatSummary = (summary, options) => {
   out.push(`tollgate ÷ plain proxy throughput:  JSON ${fmt(json, 2)}   SSE ${fmt(sse, 2)}   (the rows above)`)
   const paired = summary.ratios.paired
   if (paired?.json != null || paired?.sse != null) {
-    const cell = (p) => (p == null ? "—" : `${fmt(p.median, 2)} (${fmt(p.min, 2)}–${fmt(p.max, 2)})`)
+    const cell = (p) =>
+      p == null
+        ? "—"
+        : `${fmt(p.median, 2)} (${fmt(p.min, 2)}–${fmt(p.max, 2)}, ${p.pairs} pair${p.pairs === 1 ? "" : "s"})`
     const cpu = (p) => (p == null ? "—" : fmt(p.cpuPerResponseMedian, 2))
-    const n = paired.json?.pairs ?? paired.sse?.pairs
     out.push(
-      `${"  paired, median (min–max):".padEnd(36)}JSON ${cell(paired.json)}   SSE ${cell(paired.sse)}` +
-        `   (${n} adjacent proxy/tollgate pairs each)`,
+      `${"  paired, median (min–max, n):".padEnd(36)}JSON ${cell(paired.json)}   SSE ${cell(paired.sse)}` +
+        "   (adjacent proxy/tollgate runs)",
     )
     out.push(
       `${"  paired, CPU per response ratio:".padEnd(36)}JSON ${cpu(paired.json)}   SSE ${cpu(paired.sse)}`,

@@ -1,6 +1,7 @@
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Clock, Context, Effect, Either, Layer, Schedule } from "effect"
 import { Redis } from "ioredis"
+import { Socket } from "node:net"
 import { layerRedis } from "../../src/limits/redisStore.js"
 import { type AdmitRequest, Store, StoreError } from "../../src/limits/Store.js"
 import { type RedisHandle, startRedis } from "../support/redis.js"
@@ -34,6 +35,38 @@ const rawClient = Effect.acquireRelease(
   Effect.sync(() => new Redis(redis.url)),
   (client) => Effect.promise(() => client.quit()),
 )
+
+/**
+ * Counts the writes of this process's sockets to the Redis at `port` (by kind: `write` of one chunk, `writev`
+ * of several) until `stop`: what the store sent, as the socket handed it to the OS.
+ */
+const countWritesTo = (port: number) =>
+  Effect.sync(() => {
+    const socket = Socket.prototype as unknown as {
+      _write: (this: Socket, ...args: Array<unknown>) => void
+      _writev: (this: Socket, chunks: Array<unknown>, ...args: Array<unknown>) => void
+    }
+    const { _write: write, _writev: writev } = socket
+    const counts = { writes: 0, writevs: 0, chunks: 0 }
+    socket._write = function (...args) {
+      if (this.remotePort === port) counts.writes++
+      write.apply(this, args)
+    }
+    socket._writev = function (chunks, ...args) {
+      if (this.remotePort === port) {
+        counts.writevs++
+        counts.chunks += chunks.length
+      }
+      writev.call(this, chunks, ...args)
+    }
+    return {
+      counts,
+      stop: () => {
+        socket._write = write
+        socket._writev = writev
+      },
+    }
+  })
 
 const admitWhenBack = (tenant: string) =>
   Effect.gen(function* () {
@@ -97,15 +130,20 @@ describe("Redis store", () => {
     }),
   )
 
-  it.scoped("the calls of one event-loop turn, sent together, each get their own answer", () =>
+  it.scoped("the calls of one event-loop turn go to Redis in one write, and each gets its own answer", () =>
     Effect.gen(function* () {
       const store = yield* Store
-      // 120 admissions issued in the same turn against a limit of 100 requests a minute: one batch.
+      // The scripts are loaded on the connection: what follows are plain EVALSHA calls.
+      yield* store.admit(request("warm-up", 120_000))
+      // 120 admissions issued in the same turn against a limit of 100 requests a minute.
+      const writes = yield* countWritesTo(redis.port)
       const results = yield* Effect.forEach(
         Array.from({ length: 120 }, () => store.admit(request("batched", 120_000))),
         (admit) => admit,
         { concurrency: "unbounded" },
       )
+      writes.stop()
+      assert.deepStrictEqual(writes.counts, { writes: 0, writevs: 1, chunks: 120 })
       assert.strictEqual(results.filter((r) => r._tag === "Admitted").length, 100)
       assert.deepStrictEqual(
         results.slice(100).map((r) => (r._tag === "Refused" ? r.reason : r._tag)),
@@ -118,6 +156,65 @@ describe("Redis store", () => {
       )
       assert.strictEqual((yield* store.tenantState("batched", 120_000)).requests.current, 100)
     }).pipe(Effect.provide(layerRedis(redis.url))),
+  )
+
+  it.scoped(
+    "a batch whose scripts Redis forgot (SCRIPT FLUSH) is resent, in order, and every call succeeds",
+    () =>
+      Effect.gen(function* () {
+        const store = yield* Store
+        const raw = yield* rawClient
+        yield* store.admit(request("flushed", 120_000))
+        yield* Effect.promise(() => raw.script("FLUSH"))
+        const results = yield* Effect.forEach(
+          Array.from({ length: 50 }, () => store.admit(request("flushed", 120_000))),
+          (admit) => admit,
+          { concurrency: "unbounded" },
+        )
+        assert.deepStrictEqual(
+          results.map((r) => r.requests?.current),
+          Array.from({ length: 50 }, (_, i) => i + 2),
+        )
+      }).pipe(Effect.provide(layerRedis(redis.url))),
+  )
+
+  it.scopedLive(
+    "a connection lost while a batch is held fails the batch at once, and the next batch works",
+    () =>
+      Effect.gen(function* () {
+        const store = yield* Store
+        yield* store.admit(request("lost", 120_000))
+        // The connection breaks right after the store held it for this turn's batch.
+        const socket = Socket.prototype
+        const cork = socket.cork
+        let broken = false
+        socket.cork = function (this: Socket) {
+          cork.call(this)
+          if (!broken && this.remotePort === redis.port) {
+            broken = true
+            queueMicrotask(() => this.destroy())
+          }
+        }
+        const started = yield* Clock.currentTimeMillis
+        const results = yield* Effect.forEach(
+          Array.from({ length: 40 }, () => Effect.either(store.admit(request("lost", 120_000)))),
+          (admit) => admit,
+          { concurrency: "unbounded" },
+        ).pipe(Effect.ensuring(Effect.sync(() => (socket.cork = cork))))
+        assert.isTrue(broken)
+        assert.isTrue(results.every((r) => Either.isLeft(r) && r.left._tag === "StoreError"))
+        assert.isBelow((yield* Clock.currentTimeMillis) - started, 1_000)
+        assert.strictEqual((yield* admitWhenBack("lost"))._tag, "Admitted")
+        const writes = yield* countWritesTo(redis.port)
+        const again = yield* Effect.forEach(
+          Array.from({ length: 10 }, () => store.admit(request("lost", 120_000))),
+          (admit) => admit,
+          { concurrency: "unbounded" },
+        )
+        writes.stop()
+        assert.isTrue(again.every((r) => r._tag === "Admitted"))
+        assert.deepStrictEqual(writes.counts, { writes: 0, writevs: 1, chunks: 10 })
+      }).pipe(Effect.provide(layerRedis(redis.url))),
   )
 
   it.scopedLive(
