@@ -19,6 +19,7 @@ import { cancelPending } from "./attempt.js"
 import { RequestContext } from "./context.js"
 import { makePriceBook, planAdmission, type Plan } from "./admission.js"
 import { Deadlines } from "./Deadlines.js"
+import { makeRequestForker } from "./requestFibers.js"
 import { listRootFibers } from "./rootFibers.js"
 import { makeSharedScheduler } from "./scheduler.js"
 import {
@@ -70,9 +71,9 @@ export const layer = Layer.effect(
     const price = makePriceBook(config)
     const authenticate = makeAuthenticator(config)
     // Request fibers without a hash-table entry each (ADR 0032): Effect's root fibers in a list, not a Set;
-    // and on one shared scheduler queue (ADR 0033).
+    // on one shared scheduler queue (ADR 0033); all starting from one FiberRefs value (ADR 0041).
     listRootFibers()
-    const run = Runtime.runFork(
+    const { fork: run } = makeRequestForker(
       Runtime.setFiberRef(yield* Effect.runtime<never>(), FiberRef.currentScheduler, makeSharedScheduler()),
     )
 
