@@ -66,12 +66,13 @@ export const makeRequestForker = <R>(runtime: Runtime.Runtime<R>): RequestForker
   }
   const refs = exit.value
   const FiberClass = FiberRuntime as FiberRuntimeClass
-  const add = scope.add.bind(scope)
+  const global = scope as GlobalScope
   const flags = runtime.runtimeFlags
   return {
     fork: <A, E>(effect: Effect.Effect<A, E, R>): Fiber.RuntimeFiber<A, E> => {
       const fiber = new FiberClass(FiberId.unsafeMake(), refs, flags)
-      add(flags, fiber)
+      // Looked up per fiber, as runFork does: `listRootFibers` (ADR 0032) may replace it at any time.
+      global.add(flags, fiber)
       fiber.start(effect as Effect.Effect<unknown, unknown>)
       return fiber as unknown as Fiber.RuntimeFiber<A, E>
     },

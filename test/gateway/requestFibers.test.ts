@@ -1,7 +1,19 @@
 import { readFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
-import { Context, Deferred, Effect, Exit, Fiber, FiberRef, Layer, Runtime, Supervisor } from "effect"
+import {
+  Context,
+  Deferred,
+  Effect,
+  Exit,
+  Fiber,
+  FiberRef,
+  FiberRefs,
+  Layer,
+  LogLevel,
+  Runtime,
+  Supervisor,
+} from "effect"
 import { describe, expect, it } from "vitest"
 import { makeRequestForker } from "../../src/gateway/requestFibers.js"
 import { listRootFibers } from "../../src/gateway/rootFibers.js"
@@ -92,6 +104,77 @@ describe("makeRequestForker", () => {
     expect(Exit.isInterrupted(exit)).toBe(true)
     expect(finalized).toBe(true)
     expect(await run(Fiber.roots)).not.toContain(fiber)
+  })
+
+  it("is interrupted as the gateway interrupts it (unsafeInterruptAsFork), and its finalizers run", async () => {
+    const { fork } = makeRequestForker(makeRuntime())
+    let finalized = false
+    const fiber = fork(Effect.never.pipe(Effect.ensuring(Effect.sync(() => void (finalized = true)))))
+    fiber.unsafeInterruptAsFork(fiber.id())
+    expect(Exit.isInterrupted(await run(Fiber.await(fiber)))).toBe(true)
+    expect(finalized).toBe(true)
+  })
+
+  it("starts each fiber with the same FiberRefs as runFork (the scheduler, the log level, every other one)", async () => {
+    const runtime = Runtime.setFiberRef(makeRuntime(), FiberRef.currentMinimumLogLevel, LogLevel.Error)
+    const { fork } = makeRequestForker(runtime)
+    const values = Effect.map(
+      Effect.getFiberRefs,
+      (refs) =>
+        new Map([...FiberRefs.fiberRefs(refs)].map((ref) => [ref, FiberRefs.getOrDefault(refs, ref)])),
+    )
+    const viaFork = await run(Fiber.join(fork(values)))
+    const viaRunFork = await run(Fiber.join(Runtime.runFork(runtime)(values)))
+    expect([...viaFork.keys()]).toEqual([...viaRunFork.keys()])
+    for (const [ref, value] of viaRunFork) expect(viaFork.get(ref)).toBe(value)
+    expect(viaFork.get(FiberRef.currentMinimumLogLevel)).toBe(LogLevel.Error)
+  })
+
+  it("leaves the shared value as it was, whatever its fibers do with FiberRefs", async () => {
+    const { fork } = makeRequestForker(makeRuntime())
+    const initial = await run(Fiber.join(fork(Effect.getFiberRefs)))
+    const snapshot = () =>
+      [...FiberRefs.fiberRefs(initial)].map((ref) => [ref, FiberRefs.getOrDefault(initial, ref)] as const)
+    const before = snapshot()
+    const busy = Effect.gen(function* () {
+      yield* FiberRef.set(marker, "set")
+      yield* Effect.locally(Effect.yieldNow(), marker, "locally")
+      yield* Effect.logDebug("x").pipe(Effect.annotateLogs("k", "v"))
+      yield* Effect.provideService(Effect.yieldNow(), Greeting, "provided")
+      const child = yield* Effect.fork(FiberRef.set(marker, "child"))
+      yield* Fiber.join(child)
+      yield* FiberRef.delete(marker)
+      yield* Effect.sleep(1)
+    })
+    const fibers = Array.from({ length: 20 }, () => fork(busy))
+    // Half of them interrupted midway, as a client that leaves.
+    for (const fiber of fibers.slice(0, 10)) fiber.unsafeInterruptAsFork(fiber.id())
+    await run(Fiber.awaitAll(fibers))
+    expect(snapshot()).toEqual(before)
+    const next = await run(Fiber.join(fork(Effect.all([FiberRef.get(marker), Greeting]))))
+    expect(next).toEqual(["runtime", "hello"])
+  })
+
+  it("adds its fibers to the root fibers through the global scope's add as it is at each fork", async () => {
+    const store = (globalThis as Record<string, unknown>)["effect/GlobalValue"] as Map<
+      symbol,
+      { add: unknown }
+    >
+    const scope = store.get(Symbol.for("effect/FiberScope/Global"))!
+    const { fork } = makeRequestForker(makeRuntime())
+    const original = scope.add
+    const added: Array<unknown> = []
+    scope.add = function (this: unknown, flags: unknown, child: unknown) {
+      added.push(child)
+      return (original as (flags: unknown, child: unknown) => void).call(this, flags, child)
+    }
+    try {
+      const fiber = fork(Effect.void)
+      expect(added).toEqual([fiber])
+      await run(Fiber.await(fiber))
+    } finally {
+      scope.add = original
+    }
   })
 
   it("falls back to runFork when the runtime has a supervisor (which must see every fiber)", async () => {
