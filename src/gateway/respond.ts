@@ -56,6 +56,8 @@ export const writeError = (
 ): void => {
   if (res.headersSent || res.destroyed) return
   const headers: OutgoingHttpHeaders = { ...rendered.headers }
+  // Sized, like a relayed body with a known length (ADR 0040): no chunked framing for a body Tollgate made whole.
+  headers["content-length"] = String(Buffer.byteLength(rendered.body))
   if (ctx !== undefined) tollgateHeaders(ctx, headers)
   res.writeHead(rendered.status, headers)
   res.end(rendered.body)

@@ -73,6 +73,8 @@ describe("random input to the proxy endpoints", () => {
             const json = JSON.parse(text) as unknown
             if (endpoint === "/v1/chat/completions") expect(isOpenAIError(json)).toBe(true)
             else expect(isAnthropicError(json)).toBe(true)
+            // A body Tollgate made is sent whole, with its length.
+            expect(response.headers.get("content-length")).toBe(String(Buffer.byteLength(text)))
           }
         },
       ),
