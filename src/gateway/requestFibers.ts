@@ -53,7 +53,6 @@ export const makeRequestForker = <R>(runtime: Runtime.Runtime<R>): RequestForker
   const FiberRuntime = (probe as { constructor?: unknown }).constructor
   if (
     exit === null ||
-    !Exit.isExit(exit) ||
     !Exit.isSuccess(exit) ||
     typeof FiberRuntime !== "function" ||
     FiberRuntime.length !== 3 ||

@@ -22,6 +22,7 @@ import {
   Store,
   StoreError,
   type Admitted,
+  type BudgetCheck,
   type Refused,
   type SessionState,
   type StoreService,
@@ -56,6 +57,10 @@ const keys = (tenant: string) => {
     sessionIndex: `${p}sessions`,
   }
 }
+
+/** A budget as the scripts take it: its limit (-1: no budget) and whether it is hard (1) or soft (0). */
+const limitArg = (budget: BudgetCheck | undefined): number => budget?.limit ?? -1
+const hardArg = (budget: BudgetCheck | undefined): number => (budget?.hard === true ? 1 : 0)
 
 const int = (value: unknown): number => (typeof value === "number" ? value : Number(value ?? 0))
 
@@ -118,6 +123,16 @@ const make = Effect.fnUntraced(function* (url: string) {
     setImmediate(uncork)
   }
 
+  /** One call of this turn's batch: a `StoreError` naming `operation` when it fails. */
+  const send = <A>(operation: string, call: () => Promise<A>): Effect.Effect<A, StoreError> =>
+    Effect.tryPromise({
+      try: () => {
+        batch()
+        return call()
+      },
+      catch: fail(operation),
+    })
+
   const admit: StoreService["admit"] = (request) => {
     const { now, tokenCost } = request
     const k = keys(request.tenant)
@@ -125,36 +140,32 @@ const make = Effect.fnUntraced(function* (url: string) {
     const month = monthOf(now)
     const tokenLimit = tokenCost > 0 ? request.tokensPerMinute : undefined
     const session = request.session
-    return Effect.tryPromise({
-      try: () => {
-        batch()
-        return redis.tollgateAdmit(
-          k.requests(minute),
-          k.requests(minute - 1),
-          k.tokens(minute),
-          k.tokens(minute - 1),
-          k.month(month),
-          k.session(session?.id),
-          k.sessionIndex,
-          now,
-          now - minute * MINUTE_MS,
-          request.requestsPerMinute ?? -1,
-          tokenLimit ?? -1,
-          tokenCost,
-          request.reserve,
-          request.month?.limit ?? -1,
-          request.month?.hard === true ? 1 : 0,
-          session?.id ?? "",
-          session?.budget?.limit ?? -1,
-          session?.budget?.hard === true ? 1 : 0,
-          SESSION_TTL_MS,
-          COUNTER_PX,
-          MONTH_PX,
-          SESSION_PX,
-        )
-      },
-      catch: fail("admit"),
-    }).pipe(
+    return send("admit", () =>
+      redis.tollgateAdmit(
+        k.requests(minute),
+        k.requests(minute - 1),
+        k.tokens(minute),
+        k.tokens(minute - 1),
+        k.month(month),
+        k.session(session?.id),
+        k.sessionIndex,
+        now,
+        now - minute * MINUTE_MS,
+        request.requestsPerMinute ?? -1,
+        tokenLimit ?? -1,
+        tokenCost,
+        request.reserve,
+        limitArg(request.month),
+        hardArg(request.month),
+        session?.id ?? "",
+        limitArg(session?.budget),
+        hardArg(session?.budget),
+        SESSION_TTL_MS,
+        COUNTER_PX,
+        MONTH_PX,
+        SESSION_PX,
+      ),
+    ).pipe(
       Effect.map((reply): Admitted | Refused => {
         const requests = windowAt(request.requestsPerMinute, int(reply[2]), int(reply[3]), now)
         const tokens = windowAt(tokenLimit, int(reply[4]), int(reply[5]), now)
@@ -171,50 +182,42 @@ const make = Effect.fnUntraced(function* (url: string) {
 
   const settle: StoreService["settle"] = (request) => {
     const k = keys(request.tenant)
-    return Effect.tryPromise({
-      try: () => {
-        batch()
-        return redis.tollgateSettle(
-          k.month(request.month),
-          k.session(request.sessionId),
-          k.sessionIndex,
-          k.tokens(request.minute),
-          request.now,
-          request.reserved,
-          request.cost,
-          request.tokenDelta,
-          request.sessionId ?? "",
-          SESSION_TTL_MS,
-          MONTH_PX,
-          SESSION_PX,
-        )
-      },
-      catch: fail("settle"),
-    }).pipe(Effect.asVoid)
+    return send("settle", () =>
+      redis.tollgateSettle(
+        k.month(request.month),
+        k.session(request.sessionId),
+        k.sessionIndex,
+        k.tokens(request.minute),
+        request.now,
+        request.reserved,
+        request.cost,
+        request.tokenDelta,
+        request.sessionId ?? "",
+        SESSION_TTL_MS,
+        MONTH_PX,
+        SESSION_PX,
+      ),
+    ).pipe(Effect.asVoid)
   }
 
   const extend: StoreService["extend"] = (request) => {
     const k = keys(request.tenant)
     const session = request.session
-    return Effect.tryPromise({
-      try: () => {
-        batch()
-        return redis.tollgateExtend(
-          k.month(request.month),
-          k.session(session?.id),
-          request.now,
-          request.amount,
-          request.monthBudget?.limit ?? -1,
-          request.monthBudget?.hard === true ? 1 : 0,
-          session?.id ?? "",
-          session?.budget?.limit ?? -1,
-          session?.budget?.hard === true ? 1 : 0,
-          SESSION_TTL_MS,
-          MONTH_PX,
-        )
-      },
-      catch: fail("extend"),
-    }).pipe(Effect.map((reply) => int(reply) === 1))
+    return send("extend", () =>
+      redis.tollgateExtend(
+        k.month(request.month),
+        k.session(session?.id),
+        request.now,
+        request.amount,
+        limitArg(request.monthBudget),
+        hardArg(request.monthBudget),
+        session?.id ?? "",
+        limitArg(session?.budget),
+        hardArg(session?.budget),
+        SESSION_TTL_MS,
+        MONTH_PX,
+      ),
+    ).pipe(Effect.map((reply) => int(reply) === 1))
   }
 
   const tenantState: StoreService["tenantState"] = (tenant, now) => {

@@ -244,11 +244,6 @@ const make = Effect.fnUntraced(function* (file: string) {
   let waiting: Array<() => void> = []
   let scheduled = false
 
-  /**
-   * The turn's write: the queued lines (after what is kept from a failed
-   * write), then everything that waited for them — also when the write
-   * failed. Returns the logging of a failure, or of a waiting step that threw.
-   */
   /** Writes what is queued (after what is kept from a failed write); the logging of a failure. */
   const writeQueued = (): Leftover => {
     const lines = queued
@@ -257,6 +252,11 @@ const make = Effect.fnUntraced(function* (file: string) {
     return error === undefined ? undefined : writeFailed(error, lines)
   }
 
+  /**
+   * The turn's write: the queued lines (after what is kept from a failed
+   * write), then everything that waited for them — also when the write
+   * failed. Returns the logging of a failure, or of a waiting step that threw.
+   */
   const writeTurn = (): Leftover => {
     scheduled = false
     let failed: Leftover

@@ -1,6 +1,6 @@
 import { request, type IncomingMessage } from "node:http"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { eventually, startHarness, type Harness } from "../support/harness.js"
+import { describe, expect, it } from "vitest"
+import { eventually, harnessForSuite, type Harness } from "../support/harness.js"
 
 const body = (model: string, extra: Record<string, unknown> = {}) =>
   JSON.stringify({
@@ -29,13 +29,7 @@ const startStream = (h: Harness, maxTokens: number): Promise<IncomingMessage> =>
 }
 
 describe("cancellation and backpressure", () => {
-  let h: Harness
-  beforeAll(async () => {
-    h = await startHarness()
-  })
-  afterAll(async () => {
-    await h.close()
-  })
+  const h = harnessForSuite()
 
   it("a client that aborts mid-stream closes the upstream connection within 1 s and still gets a usage record", async () => {
     h.fakes[0]!.reset()
@@ -119,13 +113,7 @@ describe("cancellation and backpressure", () => {
 })
 
 describe("a client that leaves during its upload", () => {
-  let h: Harness
-  beforeAll(async () => {
-    h = await startHarness()
-  })
-  afterAll(async () => {
-    await h.close()
-  })
+  const h = harnessForSuite()
 
   it("is recorded as 499 client_disconnected, with nothing sent upstream", async () => {
     await new Promise<void>((resolve) => {

@@ -1,6 +1,6 @@
 import fc from "fast-check"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { startHarness, type Harness } from "../support/harness.js"
+import { describe, expect, it } from "vitest"
+import { harnessForSuite } from "../support/harness.js"
 
 const ENDPOINTS = ["/v1/messages", "/v1/messages/count_tokens", "/v1/chat/completions"] as const
 
@@ -14,13 +14,7 @@ const isOpenAIError = (json: unknown) => {
 }
 
 describe("random input to the proxy endpoints", () => {
-  let h: Harness
-  beforeAll(async () => {
-    h = await startHarness()
-  })
-  afterAll(async () => {
-    await h.close()
-  })
+  const h = harnessForSuite()
 
   it("never gets a 5xx made by Tollgate, and every error is in the endpoint's API format", async () => {
     const body = fc.oneof(

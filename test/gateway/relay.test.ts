@@ -1,5 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { startHarness, type Harness } from "../support/harness.js"
+import { describe, expect, it } from "vitest"
+import { harnessForSuite } from "../support/harness.js"
 
 /**
  * The relay writes what queued while nobody read (the whole stream, when it
@@ -12,13 +12,7 @@ const withoutIds = (text: string) =>
   text.replace(/"(msg|chatcmpl)[-_][A-Za-z0-9]+"/g, '"ID"').replace(/"created":\d+/g, '"created":0')
 
 describe("relayed streams", () => {
-  let h: Harness
-  beforeAll(async () => {
-    h = await startHarness()
-  })
-  afterAll(async () => {
-    await h.close()
-  })
+  const h = harnessForSuite()
 
   const post = async (base: string, path: string, headers: Record<string, string>, body: object) => {
     const response = await fetch(`${base}${path}`, {

@@ -1,7 +1,7 @@
 import Anthropic from "@anthropic-ai/sdk"
 import OpenAI from "openai"
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
-import { startHarness, UPSTREAM_KEY, type Harness } from "../support/harness.js"
+import { beforeEach, describe, expect, it } from "vitest"
+import { harnessForSuite, UPSTREAM_KEY } from "../support/harness.js"
 
 // "Hello, Tollgate! How are you?" → Hello , Tollgate ! How are you ? = 8 fake input tokens
 const PROMPT = "Hello, Tollgate! How are you?"
@@ -14,13 +14,7 @@ const gptCost = (input: number, output: number) =>
   Math.ceil((input * 250_000 + output * 2_000_000) / 1_000_000)
 
 describe("official SDKs through Tollgate to the fake provider", () => {
-  let h: Harness
-  beforeAll(async () => {
-    h = await startHarness()
-  })
-  afterAll(async () => {
-    await h.close()
-  })
+  const h = harnessForSuite()
   beforeEach(() => h.fakes[0]!.reset())
 
   const anthropic = () => new Anthropic({ apiKey: h.key, baseURL: h.url, maxRetries: 0 })

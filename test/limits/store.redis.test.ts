@@ -68,6 +68,14 @@ const countWritesTo = (port: number) =>
     }
   })
 
+/** `n` store calls issued in the same event-loop turn (all started before any answer), their results in call order. */
+const inOneTurn = <A, E>(n: number, call: (i: number) => Effect.Effect<A, E>) =>
+  Effect.forEach(
+    Array.from({ length: n }, (_, i) => call(i)),
+    (effect) => effect,
+    { concurrency: "unbounded" },
+  )
+
 const admitWhenBack = (tenant: string) =>
   Effect.gen(function* () {
     const store = yield* Store
@@ -137,11 +145,7 @@ describe("Redis store", () => {
       yield* store.admit(request("warm-up", 120_000))
       // 120 admissions issued in the same turn against a limit of 100 requests a minute.
       const writes = yield* countWritesTo(redis.port)
-      const results = yield* Effect.forEach(
-        Array.from({ length: 120 }, () => store.admit(request("batched", 120_000))),
-        (admit) => admit,
-        { concurrency: "unbounded" },
-      )
+      const results = yield* inOneTurn(120, () => store.admit(request("batched", 120_000)))
       writes.stop()
       assert.deepStrictEqual(writes.counts, { writes: 0, writevs: 1, chunks: 120 })
       assert.strictEqual(results.filter((r) => r._tag === "Admitted").length, 100)
@@ -166,11 +170,7 @@ describe("Redis store", () => {
         const raw = yield* rawClient
         yield* store.admit(request("flushed", 120_000))
         yield* Effect.promise(() => raw.script("FLUSH"))
-        const results = yield* Effect.forEach(
-          Array.from({ length: 50 }, () => store.admit(request("flushed", 120_000))),
-          (admit) => admit,
-          { concurrency: "unbounded" },
-        )
+        const results = yield* inOneTurn(50, () => store.admit(request("flushed", 120_000)))
         assert.deepStrictEqual(
           results.map((r) => r.requests?.current),
           Array.from({ length: 50 }, (_, i) => i + 2),
@@ -196,21 +196,15 @@ describe("Redis store", () => {
           }
         }
         const started = yield* Clock.currentTimeMillis
-        const results = yield* Effect.forEach(
-          Array.from({ length: 40 }, () => Effect.either(store.admit(request("lost", 120_000)))),
-          (admit) => admit,
-          { concurrency: "unbounded" },
-        ).pipe(Effect.ensuring(Effect.sync(() => (socket.cork = cork))))
+        const results = yield* inOneTurn(40, () => Effect.either(store.admit(request("lost", 120_000)))).pipe(
+          Effect.ensuring(Effect.sync(() => (socket.cork = cork))),
+        )
         assert.isTrue(broken)
         assert.isTrue(results.every((r) => Either.isLeft(r) && r.left._tag === "StoreError"))
         assert.isBelow((yield* Clock.currentTimeMillis) - started, 1_000)
         assert.strictEqual((yield* admitWhenBack("lost"))._tag, "Admitted")
         const writes = yield* countWritesTo(redis.port)
-        const again = yield* Effect.forEach(
-          Array.from({ length: 10 }, () => store.admit(request("lost", 120_000))),
-          (admit) => admit,
-          { concurrency: "unbounded" },
-        )
+        const again = yield* inOneTurn(10, () => store.admit(request("lost", 120_000)))
         writes.stop()
         assert.isTrue(again.every((r) => r._tag === "Admitted"))
         assert.deepStrictEqual(writes.counts, { writes: 0, writevs: 1, chunks: 10 })
@@ -228,14 +222,10 @@ describe("Redis store", () => {
         // Redis holds every client's commands for 3 s: connected, but silent (a stuck or overloaded server).
         assert.strictEqual(yield* Effect.promise(() => raw.call("CLIENT", "PAUSE", "3000", "ALL")), "OK")
         const started = yield* Clock.currentTimeMillis
-        const results = yield* Effect.forEach(
-          Array.from({ length: 20 }, (_, i) =>
-            Effect.either<unknown, StoreError, never>(
-              i % 2 === 0 ? store.admit(request("hung", now)) : store.tenantState("hung", now),
-            ),
+        const results = yield* inOneTurn(20, (i) =>
+          Effect.either<unknown, StoreError, never>(
+            i % 2 === 0 ? store.admit(request("hung", now)) : store.tenantState("hung", now),
           ),
-          (operation) => operation,
-          { concurrency: "unbounded" },
         )
         const elapsed = (yield* Clock.currentTimeMillis) - started
         for (const result of results)

@@ -1,4 +1,5 @@
 import { ConfigProvider, Context, Effect, Exit, Layer, Logger, LogLevel, Scope } from "effect"
+import { afterAll, beforeAll } from "vitest"
 import { mkdtempSync, readFileSync, existsSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -124,6 +125,27 @@ export const startHarness = async (options: HarnessOptions = {}): Promise<Harnes
       if (ownFakes) await Promise.all(fakes.map((f) => f.close()))
     },
   }
+}
+
+/**
+ * One harness for the tests of the enclosing `describe` (or file): started
+ * before the first, closed after the last. The object returned stands for it
+ * once started (reading it earlier throws).
+ */
+export const harnessForSuite = (options: HarnessOptions = {}): Harness => {
+  let started: Harness | undefined
+  beforeAll(async () => {
+    started = await startHarness(options)
+  })
+  afterAll(async () => {
+    await started?.close()
+  })
+  return new Proxy({} as Harness, {
+    get: (_target, key) => {
+      if (started === undefined) throw new Error("the suite's harness is used before it started")
+      return started[key as keyof Harness]
+    },
+  })
 }
 
 /** Polls `check` until it returns true or `timeoutMs` passes (generous bounds, never a tuned sleep). */
