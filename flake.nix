@@ -1,7 +1,7 @@
 {
   description = "Tollgate, an LLM API gateway";
 
-  inputs.nixpkgs.url = "github:NixOS/nixpkgs/nixos-24.11";
+  inputs.nixpkgs.url = "github:NixOS/nixpkgs/nixos-25.11";
 
   outputs = { self, nixpkgs }:
     let
@@ -11,7 +11,7 @@
     {
       devShells = forAll (pkgs: {
         default = pkgs.mkShell {
-          packages = [ pkgs.nodejs_20 pkgs.redis ];
+          packages = [ pkgs.nodejs_24 pkgs.redis ];
         };
       });
 
@@ -20,7 +20,7 @@
           pname = "tollgate";
           version = "0.1.0";
           src = ./.;
-          nodejs = pkgs.nodejs_20;
+          nodejs = pkgs.nodejs_24;
           # Each dependency is fetched by the integrity hash in package-lock.json: no separate hash to keep.
           npmDeps = pkgs.importNpmLock { npmRoot = ./.; };
           npmConfigHook = pkgs.importNpmLock.npmConfigHook;

@@ -11,13 +11,20 @@ import { chmod, mkdir } from "node:fs/promises"
  */
 const TOLLGATE_V8_FLAGS = "--no-allocation-site-pretenuring"
 
+/**
+ * The first statement of each executable: on a Node older than the one the bundle is built for, one clear
+ * line and exit 2 (SPEC "Runtime and packaging") instead of a syntax or API error deep inside.
+ */
+const nodeCheck = (name) =>
+  `{ const [__tgMaj, __tgMin] = process.versions.node.split(".").map(Number); if (__tgMaj < 22 || (__tgMaj === 22 && __tgMin < 19)) { process.stderr.write("${name} needs Node.js 22.19 or newer (24 LTS recommended); this is Node.js " + process.versions.node + "\\n"); process.exit(2) } }`
+
 const entries = [
   {
     in: "src/bin/tollgate.ts",
     out: "bin/tollgate",
-    first: `import { setFlagsFromString as __tgSetFlags } from 'node:v8'; __tgSetFlags(${JSON.stringify(TOLLGATE_V8_FLAGS)});`,
+    first: `${nodeCheck("tollgate")}\nimport { setFlagsFromString as __tgSetFlags } from 'node:v8'; __tgSetFlags(${JSON.stringify(TOLLGATE_V8_FLAGS)});`,
   },
-  { in: "fakeprovider/main.ts", out: "bin/fakeprovider", first: "" },
+  { in: "fakeprovider/main.ts", out: "bin/fakeprovider", first: nodeCheck("fakeprovider") },
 ]
 
 await mkdir("bin", { recursive: true })
@@ -27,7 +34,7 @@ for (const entry of entries) {
     outfile: entry.out,
     bundle: true,
     platform: "node",
-    target: "node20",
+    target: "node22",
     format: "esm",
     banner: {
       js: `#!/usr/bin/env node\n${entry.first}${entry.first === "" ? "" : "\n"}import { createRequire as __tgCreateRequire } from 'node:module'; const require = __tgCreateRequire(import.meta.url);`,

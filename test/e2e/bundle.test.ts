@@ -1,14 +1,55 @@
 import { readFileSync } from "node:fs"
 import { describe, expect, it } from "vitest"
-import { TOLLGATE } from "../support/processes.js"
+import { FAKEPROVIDER, TOLLGATE } from "../support/processes.js"
 
 describe("bin/tollgate bundle", () => {
   it("turns off V8's allocation-site pretenuring in its first statement, before any module runs (ADR 0032)", () => {
     const lines = readFileSync(TOLLGATE, "utf8").split("\n")
     expect(lines[0]).toBe("#!/usr/bin/env node")
-    // The banner is the first code in the one-module bundle: nothing of the program has run before it.
-    expect(lines[1]).toMatch(
+    // The banner is the first code in the one-module bundle (after the Node version check): nothing of the
+    // program has run before it.
+    expect(lines[2]).toMatch(
       /^import \{ setFlagsFromString as (\w+) \} from 'node:v8'; \1\("--no-allocation-site-pretenuring"\);$/,
     )
+  })
+
+  /** Runs the bundle's first statement (the version check) as if on Node `version`: what it printed and its exit code. */
+  const runCheck = (bin: string, version: string) => {
+    const check = readFileSync(bin, "utf8").split("\n")[1]!
+    let printed = ""
+    let code: number | undefined
+    const fakeProcess = {
+      versions: { node: version },
+      stderr: { write: (text: string) => (printed += text) },
+      exit: (c: number) => {
+        code = c
+        throw new Error("exit")
+      },
+    }
+    try {
+      new Function("process", check)(fakeProcess)
+    } catch (error) {
+      if ((error as Error).message !== "exit") throw error
+    }
+    return { printed, code }
+  }
+
+  it.each([
+    ["tollgate", TOLLGATE],
+    ["fakeprovider", FAKEPROVIDER],
+  ])("%s on a Node older than 22.19 prints one line naming the version needed and exits 2", (name, bin) => {
+    for (const old of ["20.20.2", "22.18.0", "18.0.0"]) {
+      const { printed, code } = runCheck(bin, old)
+      expect(code).toBe(2)
+      expect(printed).toBe(
+        `${name} needs Node.js 22.19 or newer (24 LTS recommended); this is Node.js ${old}\n`,
+      )
+    }
+    for (const ok of ["22.19.0", "23.0.0", "24.21.0", "26.1.0"])
+      expect(runCheck(bin, ok)).toEqual({ printed: "", code: undefined })
+  })
+
+  it("the npm scripts run on the project's own Node 24", () => {
+    expect(process.versions.node.split(".")[0]).toBe("24")
   })
 })
