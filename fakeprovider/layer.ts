@@ -20,10 +20,9 @@ import type { FakeProviderHandle, FakeProviderOptions } from "./server.js"
 export type { FakeProviderHandle, FakeProviderOptions, FakeRequest, FakeRequestLog } from "./server.js"
 
 /** A running fake provider. */
-export class FakeProvider extends Context.Tag("fakeprovider/FakeProvider")<
-  FakeProvider,
-  FakeProviderHandle
->() {}
+export class FakeProvider extends Context.Service<FakeProvider, FakeProviderHandle>()(
+  "fakeprovider/FakeProvider",
+) {}
 
 /**
  * Starts a fake provider for the life of the scope. A bad scenario or a port in use is a defect: it is a
@@ -39,4 +38,4 @@ export const make = (
 
 /** A layer providing {@link FakeProvider}; defaults: `127.0.0.1`, a free port, scenario `ok`. */
 export const layer = (options: FakeProviderOptions = {}): Layer.Layer<FakeProvider> =>
-  Layer.scoped(FakeProvider, make(options))
+  Layer.effect(FakeProvider, make(options))

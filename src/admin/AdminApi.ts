@@ -1,5 +1,5 @@
-import { HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Clock, Context, Effect, Either, Layer, Option } from "effect"
+import { Clock, Context, Effect, Layer, Option, Result } from "effect"
+import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { Config } from "../config/Config.js"
 import { Store } from "../limits/Store.js"
 import { OpenRequests } from "../ops/OpenRequests.js"
@@ -13,21 +13,21 @@ import type { TenantConfig } from "../config/model.js"
 /**
  * The admin API (`/admin/*`, SPEC "HTTP API"): tenants, usage totals and
  * breakers, behind the bearer token of `admin.token_env`. When that variable
- * is unset or empty the router is empty, so `/admin/*` answers the same 404
+ * is unset or empty there are no routes, so `/admin/*` answers the same 404
  * as every other unknown path does.
  */
-export class AdminApi extends Context.Tag("tollgate/AdminApi")<
+export class AdminApi extends Context.Service<
   AdminApi,
   {
-    /** Routes to mount into the non-proxy router; empty when admin is off. */
-    readonly router: HttpRouter.HttpRouter
+    /** Routes to add to the non-proxy router (`HttpRouter.addAll`); empty when admin is off. */
+    readonly routes: ReadonlyArray<HttpRouter.Route<never, never>>
   }
->() {}
+>()("tollgate/admin/AdminApi") {}
 
 const NO_STORE = { "cache-control": "no-store" }
 
 const json = (body: unknown, status = 200) =>
-  HttpServerResponse.unsafeJson(body, { status, headers: NO_STORE })
+  HttpServerResponse.jsonUnsafe(body, { status, headers: NO_STORE })
 
 /** An admin error: `{"error":{"type":…,"message":…}}` (plus `param` for a bad query parameter). */
 const failure = (status: number, type: string, message: string, extra: Record<string, string> = {}) =>
@@ -45,7 +45,7 @@ const makeHandlers = Effect.gen(function* () {
   const view = (tenant: TenantConfig, now: number) =>
     store.tenantState(tenant.name, now).pipe(
       Effect.map((state) => tenantView(tenant, state, openRequests.bound(tenant.name), now)),
-      Effect.catchAll((error) =>
+      Effect.catch((error) =>
         Effect.succeed(tenantView(tenant, error.message, openRequests.bound(tenant.name), now)),
       ),
     )
@@ -69,10 +69,10 @@ const makeHandlers = Effect.gen(function* () {
   const usage = Effect.gen(function* () {
     const request = yield* HttpServerRequest.HttpServerRequest
     const parsed = parseUsageQuery(new URL(request.url, "http://admin").searchParams)
-    if (Either.isLeft(parsed)) {
-      return failure(400, "invalid_request_error", parsed.left.message, { param: parsed.left.param })
+    if (Result.isFailure(parsed)) {
+      return failure(400, "invalid_request_error", parsed.failure.message, { param: parsed.failure.param })
     }
-    const query = parsed.right
+    const query = parsed.success
     const result = yield* index.query(query)
     return json({
       tenant: query.tenant ?? null,
@@ -109,7 +109,7 @@ const guarded =
       auth.check(request.headers)
         ? handler
         : Effect.succeed(
-            HttpServerResponse.unsafeJson(
+            HttpServerResponse.jsonUnsafe(
               { error: { type: "authentication_error", message: "missing or wrong admin bearer token" } },
               { status: 401, headers: { ...NO_STORE, "www-authenticate": WWW_AUTHENTICATE } },
             ),
@@ -128,17 +128,17 @@ export const layer = Layer.effect(
     const token = yield* readAdminToken(config.admin.tokenEnv)
     if (Option.isNone(token)) {
       yield* Effect.logInfo("admin API off").pipe(Effect.annotateLogs("token_env", config.admin.tokenEnv))
-      return { router: HttpRouter.empty }
+      return AdminApi.of({ routes: [] })
     }
     const guard = guarded(makeAdminAuth(token.value))
     const handlers = yield* makeHandlers
-    return {
-      router: HttpRouter.empty.pipe(
-        HttpRouter.get("/admin/tenants", guard(handlers.tenants)),
-        HttpRouter.get("/admin/tenants/:name", guard(handlers.tenant)),
-        HttpRouter.get("/admin/usage", guard(handlers.usage)),
-        HttpRouter.get("/admin/breakers", guard(handlers.breakerList)),
-      ),
-    }
+    return AdminApi.of({
+      routes: [
+        HttpRouter.route("GET", "/admin/tenants", guard(handlers.tenants)),
+        HttpRouter.route("GET", "/admin/tenants/:name", guard(handlers.tenant)),
+        HttpRouter.route("GET", "/admin/usage", guard(handlers.usage)),
+        HttpRouter.route("GET", "/admin/breakers", guard(handlers.breakerList)),
+      ],
+    })
   }),
 )

@@ -29,7 +29,9 @@ export interface UsageIndexService {
   readonly stats: () => UsageIndexStats
 }
 
-export class UsageIndex extends Context.Tag("tollgate/UsageIndex")<UsageIndex, UsageIndexService>() {}
+export class UsageIndex extends Context.Service<UsageIndex, UsageIndexService>()(
+  "tollgate/admin/UsageIndex",
+) {}
 
 /** The index over already built columns (tests, and `layer`). */
 export const make = (columns: Columns): UsageIndexService => ({

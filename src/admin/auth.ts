@@ -37,7 +37,7 @@ export const makeAdminAuth = (token: Redacted.Redacted<string>): AdminAuth => {
  * `None` when the variable is unset or empty: the admin API is off.
  */
 export const readAdminToken = (name: string): Effect.Effect<Option.Option<Redacted.Redacted<string>>> =>
-  EffectConfig.option(EffectConfig.redacted(name)).pipe(
+  EffectConfig.option(EffectConfig.Redacted(name)).pipe(
     Effect.map(Option.filter((token) => Redacted.value(token).length > 0)),
     Effect.orElseSucceed(() => Option.none()),
   )

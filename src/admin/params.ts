@@ -2,7 +2,7 @@
  * The query string of `GET /admin/usage`: `tenant`, `since`, `until`
  * (ISO-8601; since inclusive, until exclusive) and `group_by`.
  */
-import { Data, Either } from "effect"
+import { Data, Result } from "effect"
 import { GROUP_BY, type GroupBy, type UsageQuery } from "./query.js"
 
 /** A parameter of `/admin/usage` is malformed (400). */
@@ -56,26 +56,26 @@ export const parseInstant = (text: string): number | undefined => {
 const instant = (
   params: URLSearchParams,
   name: "since" | "until",
-): Either.Either<number | undefined, InvalidUsageQuery> => {
+): Result.Result<number | undefined, InvalidUsageQuery> => {
   const text = params.get(name)
-  if (text === null || text === "") return Either.right(undefined)
+  if (text === null || text === "") return Result.succeed(undefined)
   const ms = parseInstant(text)
   return ms === undefined
-    ? Either.left(
+    ? Result.fail(
         new InvalidUsageQuery({
           param: name,
           message: `${name}: not an ISO-8601 date or time with a zone: ${JSON.stringify(text)} (e.g. 2026-12-02 or 2026-12-02T10:00:00Z)`,
         }),
       )
-    : Either.right(ms)
+    : Result.succeed(ms)
 }
 
 /** The query of a `/admin/usage` request; empty parameters count as absent. */
-export const parseUsageQuery = (params: URLSearchParams): Either.Either<UsageQuery, InvalidUsageQuery> =>
-  Either.gen(function* () {
+export const parseUsageQuery = (params: URLSearchParams): Result.Result<UsageQuery, InvalidUsageQuery> =>
+  Result.gen(function* () {
     for (const name of new Set(params.keys())) {
       if (!PARAMS.includes(name)) {
-        return yield* Either.left(
+        return yield* Result.fail(
           new InvalidUsageQuery({
             param: name,
             message: `unknown parameter ${JSON.stringify(name)}; expected ${PARAMS.join(", ")}`,
@@ -83,13 +83,13 @@ export const parseUsageQuery = (params: URLSearchParams): Either.Either<UsageQue
         )
       }
       if (params.getAll(name).length > 1)
-        return yield* Either.left(
+        return yield* Result.fail(
           new InvalidUsageQuery({ param: name, message: `${name}: given more than once` }),
         )
     }
     const groupText = params.get("group_by") ?? ""
     if (groupText !== "" && !GROUP_BY.includes(groupText as GroupBy)) {
-      return yield* Either.left(
+      return yield* Result.fail(
         new InvalidUsageQuery({
           param: "group_by",
           message: `group_by: unknown grouping ${JSON.stringify(groupText)}; expected one of ${GROUP_BY.join(", ")}`,
@@ -99,7 +99,7 @@ export const parseUsageQuery = (params: URLSearchParams): Either.Either<UsageQue
     const since = yield* instant(params, "since")
     const until = yield* instant(params, "until")
     if (since !== undefined && until !== undefined && since > until)
-      return yield* Either.left(new InvalidUsageQuery({ param: "since", message: "since is after until" }))
+      return yield* Result.fail(new InvalidUsageQuery({ param: "since", message: "since is after until" }))
     const tenant = params.get("tenant") ?? ""
     return {
       tenant: tenant === "" ? undefined : tenant,

@@ -1,43 +1,35 @@
-import { ValidationError } from "@effect/cli"
-import { NodeContext, NodeRuntime } from "@effect/platform-node"
-import { Cause, Console, Effect, Exit } from "effect"
+import { NodeRuntime, NodeServices } from "@effect/platform-node"
+import { Cause, Console, Effect, Exit, Layer, Option, Predicate } from "effect"
+import { CliError } from "effect/cli"
+import * as Help from "../cli/help.js"
 import { cli } from "../cli/main.js"
 import * as JsonLogs from "../ops/logger.js"
 
+/** A usage error (the CLI printed it with the help) or an invalid config (the command printed its problems). */
+const isReported = (error: unknown): boolean =>
+  CliError.isCliError(error) || Predicate.isTagged(error, "ConfigInvalid")
+
 /** Exit codes (SPEC): 0 ok, 1 invalid config or usage, 2 runtime failure. */
 const exitCode = (exit: Exit.Exit<unknown, unknown>): number => {
-  if (Exit.isSuccess(exit) || Cause.isInterruptedOnly(exit.cause)) return 0
-  const failure = Cause.failureOption(exit.cause)
-  if (failure._tag === "Some") {
-    const error = failure.value
-    if (ValidationError.isValidationError(error)) return 1
-    if (typeof error === "object" && error !== null && "_tag" in error && error._tag === "ConfigInvalid") return 1
-  }
-  return 2
+  if (Exit.isSuccess(exit) || Cause.hasInterruptsOnly(exit.cause)) return 0
+  return Option.exists(Cause.findErrorOption(exit.cause), isReported) ? 1 : 2
 }
 
-const program = cli(process.argv).pipe(
-  Effect.tapErrorCause((cause) => {
-    const failure = Cause.failureOption(cause)
-    if (Cause.isInterruptedOnly(cause)) return Effect.void
-    if (failure._tag === "Some") {
+const program = cli.pipe(
+  Effect.tapCause((cause) => {
+    if (Cause.hasInterruptsOnly(cause)) return Effect.void
+    const failure = Cause.findErrorOption(cause)
+    if (Option.isSome(failure)) {
       const error = failure.value
-      if (ValidationError.isValidationError(error)) return Effect.void // @effect/cli printed it
-      // The commands print their own config problems, one line each.
-      if (typeof error === "object" && error !== null && "_tag" in error && error._tag === "ConfigInvalid") {
-        return Effect.void
-      }
+      if (isReported(error)) return Effect.void
       return Console.error(`tollgate: ${error instanceof Error ? error.message : JSON.stringify(error)}`)
     }
     return Console.error(`tollgate: ${Cause.pretty(cause)}`)
   }),
-  Effect.provide(NodeContext.layer),
-  Effect.provide(JsonLogs.layer),
+  Effect.provide(Layer.mergeAll(NodeServices.layer, Help.layer, JsonLogs.layer)),
 )
 
 NodeRuntime.runMain(program, {
   disableErrorReporting: true,
-  // Logs go through the JSON logger provided above, not runMain's pretty console logger as well.
-  disablePrettyLogger: true,
   teardown: (exit, onExit) => onExit(exitCode(exit)),
 })

@@ -2,8 +2,8 @@
  * `tollgate config validate [--config FILE]`: loads and checks the config and the price table
  * without starting anything (the same decoder `serve` uses).
  */
-import { Command } from "@effect/cli"
 import { Console, Effect } from "effect"
+import { Command } from "effect/cli"
 import { loadConfig } from "../config/load.js"
 import { configOption, resolveConfigPath } from "./options.js"
 

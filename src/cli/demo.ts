@@ -65,7 +65,10 @@ export const demo = (listen: string) =>
       mode: "serve",
       prices: demoPrices,
     }).pipe(
-      Effect.withConfigProvider(ConfigProvider.fromMap(new Map([[UPSTREAM_KEY_ENV, "demo-upstream-key"]]))),
+      Effect.provideService(
+        ConfigProvider.ConfigProvider,
+        ConfigProvider.fromEnv({ env: { [UPSTREAM_KEY_ENV]: "demo-upstream-key" } }),
+      ),
     )
     return yield* runGateway(config, (url) =>
       Console.log(

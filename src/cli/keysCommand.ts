@@ -2,8 +2,8 @@
  * `tollgate keys create --tenant NAME [--id ID]`: makes a client key. The secret is printed
  * once; the config stores only its SHA-256.
  */
-import { Command, Options } from "@effect/cli"
 import { Console, Option } from "effect"
+import { Command, Flag } from "effect/cli"
 import { stringify } from "yaml"
 import { formatPath } from "../config/problems.js"
 import { generateKey, generateKeyId, hashKey } from "../keys/keys.js"
@@ -32,7 +32,7 @@ const idOption = nameOption(
   "id",
   "ID",
   "Key id shown in usage records. Default: key- and 8 random characters.",
-).pipe(Options.optional)
+).pipe(Flag.optional)
 
 /** Prints a new secret (`tg_` + 32 base62 characters) and its `keys` entry; reads no config. */
 export const createCommand = Command.make(

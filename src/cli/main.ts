@@ -1,5 +1,5 @@
-import { Command, Options } from "@effect/cli"
 import { Effect } from "effect"
+import { Command, Flag } from "effect/cli"
 import { configCommand } from "./configCommand.js"
 import { demo } from "./demo.js"
 import { keysCommand } from "./keysCommand.js"
@@ -17,9 +17,9 @@ const serveCommand = Command.make("serve", { config: configOption }, ({ config }
 const demoCommand = Command.make(
   "demo",
   {
-    listen: Options.text("listen").pipe(
-      Options.withDescription("Address for the demo gateway (HOST:PORT)."),
-      Options.withDefault("127.0.0.1:8080"),
+    listen: Flag.String("listen").pipe(
+      Flag.withDescription("Address for the demo gateway (HOST:PORT)."),
+      Flag.withDefault("127.0.0.1:8080"),
     ),
   },
   ({ listen }) => demo(listen),
@@ -35,4 +35,5 @@ export const tollgate = Command.make("tollgate").pipe(
   Command.withSubcommands([serveCommand, configCommand, keysCommand, demoCommand]),
 )
 
-export const cli = Command.run(tollgate, { name: "tollgate", version: "0.1.0" })
+/** Runs `tollgate` on the process arguments (from the `Stdio` service). */
+export const cli = Command.run(tollgate, { version: "0.1.0" })

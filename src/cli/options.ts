@@ -1,8 +1,8 @@
 /**
  * Options shared by Tollgate's commands.
  */
-import { Options } from "@effect/cli"
 import { Config, Effect, Option } from "effect"
+import { Flag } from "effect/cli"
 
 /** Config path when neither `--config` nor `$TOLLGATE_CONFIG` is given. */
 export const defaultConfigPath = "config/tollgate.yaml"
@@ -11,12 +11,12 @@ export const defaultConfigPath = "config/tollgate.yaml"
 export const configPathEnv = "TOLLGATE_CONFIG"
 
 /** `--config FILE`: the config file (see {@link resolveConfigPath} for the fallbacks). */
-export const configOption: Options.Options<Option.Option<string>> = Options.file("config").pipe(
-  Options.withPseudoName("FILE"),
-  Options.withDescription(
+export const configOption: Flag.Flag<Option.Option<string>> = Flag.File("config").pipe(
+  Flag.withMetavar("FILE"),
+  Flag.withDescription(
     `Path of the config file. Default: $${configPathEnv} when set, else ${defaultConfigPath}.`,
   ),
-  Options.optional,
+  Flag.optional,
 )
 
 /**
@@ -25,9 +25,9 @@ export const configOption: Options.Options<Option.Option<string>> = Options.file
  */
 export const resolveConfigPath = (option: Option.Option<string>): Effect.Effect<string> =>
   Option.match(option, {
-    onSome: Effect.succeed,
+    onSome: (path) => Effect.succeed(path),
     onNone: () =>
-      Config.option(Config.string(configPathEnv)).pipe(
+      Config.option(Config.String(configPathEnv)).pipe(
         Effect.map((value) =>
           Option.getOrElse(
             Option.filter(value, (path) => path.trim() !== ""),
@@ -39,12 +39,12 @@ export const resolveConfigPath = (option: Option.Option<string>): Effect.Effect<
   })
 
 /** A required `--name VALUE` option whose value must be non-empty, without surrounding spaces. */
-export const nameOption = (name: string, pseudoName: string, description: string): Options.Options<string> =>
-  Options.text(name).pipe(
-    Options.withPseudoName(pseudoName),
-    Options.withDescription(description),
-    Options.filterMap(
+export const nameOption = (name: string, metavar: string, description: string): Flag.Flag<string> =>
+  Flag.String(name).pipe(
+    Flag.withMetavar(metavar),
+    Flag.withDescription(description),
+    Flag.filterMap(
       (value) => (/^\S(.*\S)?$/.test(value) ? Option.some(value) : Option.none()),
-      `--${name} must be non-empty, without leading or trailing spaces`,
+      () => `--${name} must be non-empty, without leading or trailing spaces`,
     ),
   )

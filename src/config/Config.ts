@@ -11,7 +11,7 @@ import type { ConfigInvalid } from "./problems.js"
  * The decoded configuration (see `model.ts`). Provide it with {@link Config.layer} at the entry
  * point, or {@link Config.layerFrom} / {@link Config.layerTest} in tests.
  */
-export class Config extends Context.Tag("tollgate/Config")<Config, TollgateConfig>() {
+export class Config extends Context.Service<Config, TollgateConfig>()("tollgate/config/Config") {
   /** Loads the file at `path` once; logs each warning with `Effect.logWarning`. */
   static layer(path: string, mode: LoadMode): Layer.Layer<Config, ConfigInvalid> {
     return Layer.effect(
@@ -60,5 +60,5 @@ export const makeTestConfig = (
     prices: options.prices ?? [],
   }).pipe(
     Effect.map(({ config }) => config),
-    Effect.withConfigProvider(ConfigProvider.fromJson(options.env ?? {})),
+    Effect.provideService(ConfigProvider.ConfigProvider, ConfigProvider.fromEnv({ env: options.env ?? {} })),
   )

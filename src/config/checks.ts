@@ -144,7 +144,7 @@ export const checkBudgetPrices = (
 
 /** The value of env var `name` from Effect's `Config`; `undefined` when unset, empty or blank. */
 export const readEnv = (name: string): Effect.Effect<string | undefined> =>
-  Config.option(Config.string(name)).pipe(
+  Config.option(Config.String(name)).pipe(
     Effect.map(Option.getOrUndefined),
     Effect.map((value) => (value === undefined || value.trim() === "" ? undefined : value)),
     Effect.orElseSucceed(() => undefined),

@@ -4,7 +4,7 @@
  * and all problems reported together.
  */
 import * as NodePath from "node:path"
-import { Effect, Either, Schema } from "effect"
+import { Effect, Result, Schema } from "effect"
 import { checkBudgetPrices, checkKeyHashes, checkProviderEnv, checkRoutes, checkTenants } from "./checks.js"
 import { decodeNamed, salvageProvider, salvageRoute, salvageTenant, viewsOf } from "./entries.js"
 import type { PriceEntry, ProviderConfig, RouteConfig, TenantConfig, TollgateConfig } from "./model.js"
@@ -80,11 +80,11 @@ export const decodeConfig = Effect.fn("Config.decode")(function* (raw: unknown, 
   }
 
   /** A section's decoded value; when it is invalid, its problems are pushed and its defaults returned. */
-  const section = <A, I>(name: (typeof topLevelKeys)[number], schema: Schema.Schema<A, I>): A => {
+  const section = <A>(name: (typeof topLevelKeys)[number], schema: Schema.Decoder<A>): A => {
     const empty = emptySections[name] ?? {}
-    const decoded = Schema.decodeUnknownEither(schema)(root[name] ?? empty, S.parseOptions)
-    if (Either.isRight(decoded)) return decoded.right
-    problems.push(...parseErrorProblems(decoded.left, [name]))
+    const decoded = Schema.decodeUnknownResult(schema)(root[name] ?? empty, S.parseOptions)
+    if (Result.isSuccess(decoded)) return decoded.success
+    problems.push(...parseErrorProblems(decoded.failure, [name]))
     return Schema.decodeUnknownSync(schema)(empty)
   }
 
@@ -214,16 +214,16 @@ const loadPrices = (
   Effect.gen(function* () {
     let raw = inline
     if (inline === undefined) {
-      const read = yield* Effect.either(readYamlFile(file))
-      if (Either.isLeft(read)) {
-        problems.push(`pricing.file: ${describeYamlError(read.left)}`)
+      const read = yield* Effect.result(readYamlFile(file))
+      if (Result.isFailure(read)) {
+        problems.push(`pricing.file: ${describeYamlError(read.failure)}`)
         return undefined
       }
-      warnings.push(...read.right.warnings.map((warning) => `pricing.file: ${file}:${warning}`))
-      raw = read.right.value
+      warnings.push(...read.success.warnings.map((warning) => `pricing.file: ${file}:${warning}`))
+      raw = read.success.value
     }
     const decoded = decodePriceTable(Array.isArray(raw) ? { prices: raw } : raw, file)
-    if (Either.isRight(decoded)) return decoded.right
-    problems.push(...decoded.left)
+    if (Result.isSuccess(decoded)) return decoded.success
+    problems.push(...decoded.failure)
     return undefined
   })

@@ -3,7 +3,7 @@
  * fails still yields a "view" of the parts that did decode, so the cross-section checks can
  * report its other problems in the same run.
  */
-import { Either, Schema } from "effect"
+import { Option, Result, Schema } from "effect"
 import type { ProviderView, RouteView, TenantView } from "./checks.js"
 import type { KeyConfig } from "./model.js"
 import { parseErrorProblems } from "./problems.js"
@@ -28,10 +28,10 @@ const lenient = { errors: "first", onExcessProperty: "ignore" } as const
  * Decodes each entry of section `section` (absent or `null`: no entries) with `schema`,
  * pushing `path: message` problems; `salvage` reads what it can from an entry that failed.
  */
-export const decodeNamed = <A, I, V>(
+export const decodeNamed = <A, V>(
   section: string,
   raw: unknown,
-  schema: Schema.Schema<A, I>,
+  schema: Schema.Decoder<A>,
   salvage: (name: string, entry: unknown) => V | undefined,
   problems: Array<string>,
 ): Named<A, V> => {
@@ -43,12 +43,12 @@ export const decodeNamed = <A, I, V>(
   const decoded = new Map<string, A>()
   const salvaged = new Map<string, V>()
   for (const [name, entry] of Object.entries(value)) {
-    const result = Schema.decodeUnknownEither(schema)(entry, S.parseOptions)
-    if (Either.isRight(result)) {
-      decoded.set(name, result.right)
+    const result = Schema.decodeUnknownResult(schema)(entry, S.parseOptions)
+    if (Result.isSuccess(result)) {
+      decoded.set(name, result.success)
       continue
     }
-    problems.push(...parseErrorProblems(result.left, [section, name]))
+    problems.push(...parseErrorProblems(result.failure, [section, name]))
     const view = salvage(name, entry)
     if (view !== undefined) salvaged.set(name, view)
   }
@@ -65,10 +65,10 @@ export const viewsOf = <V>(names: ReadonlySet<string>, ...maps: ReadonlyArray<Re
   return views
 }
 
-const decodeLenient = <A, I>(schema: Schema.Schema<A, I>, u: unknown): A | undefined =>
-  Either.getOrUndefined(Schema.decodeUnknownEither(schema)(u, lenient))
+const decodeLenient = <A>(schema: Schema.Decoder<A>, u: unknown): A | undefined =>
+  Option.getOrUndefined(Schema.decodeUnknownOption(schema)(u, lenient))
 
-const ProviderKindOnly = Schema.Struct({ kind: Schema.Literal("anthropic", "openai", "vertex", "ollama") })
+const ProviderKindOnly = Schema.Struct({ kind: Schema.Literals(["anthropic", "openai", "vertex", "ollama"]) })
 
 /** The kind of a provider entry that failed, if it is a known kind. */
 export const salvageProvider = (name: string, entry: unknown): ProviderView | undefined => {

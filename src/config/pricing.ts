@@ -10,7 +10,7 @@
  *
  * `input` and `output` are required; `cache_read` and `cache_write` default to 0.
  */
-import { Either, Schema } from "effect"
+import { Effect, Result, Schema } from "effect"
 import type { PriceEntry, ProviderConfig } from "./model.js"
 import { Name, UsdToMicro } from "./primitives.js"
 import { formatPath, parseErrorIssues } from "./problems.js"
@@ -18,22 +18,21 @@ import { parseOptions } from "./schema.js"
 
 /** One row of `prices:`. */
 export const PriceRow = Schema.Struct({
-  provider: Schema.optionalWith(Name, { exact: true }),
+  provider: Schema.optionalKey(Name),
   model: Name,
   input: UsdToMicro,
   output: UsdToMicro,
-  cacheRead: Schema.optionalWith(UsdToMicro, { exact: true, default: () => 0 }).pipe(
-    Schema.fromKey("cache_read"),
-  ),
-  cacheWrite: Schema.optionalWith(UsdToMicro, { exact: true, default: () => 0 }).pipe(
-    Schema.fromKey("cache_write"),
-  ),
-}).annotations({ message: () => "must be a mapping with model, input and output" })
+  cacheRead: UsdToMicro.pipe(Schema.withDecodingDefaultTypeKey(Effect.succeed(0))),
+  cacheWrite: UsdToMicro.pipe(Schema.withDecodingDefaultTypeKey(Effect.succeed(0))),
+}).pipe(
+  Schema.encodeKeys({ cacheRead: "cache_read", cacheWrite: "cache_write" }),
+  Schema.annotateEncoded({ message: "must be a mapping with model, input and output" }),
+)
 
 /** The whole price file: `{ prices: [...] }`. */
 export const PriceTable = Schema.Struct({
-  prices: Schema.Array(PriceRow).annotations({ message: () => "must be a list of prices" }),
-}).annotations({ message: () => "must be a mapping with a prices list" })
+  prices: Schema.Array(PriceRow).annotate({ message: "must be a list of prices" }),
+}).annotate({ message: "must be a mapping with a prices list" })
 
 const toEntry = (row: typeof PriceRow.Type): PriceEntry => ({
   provider: row.provider,
@@ -52,25 +51,25 @@ const toEntry = (row: typeof PriceRow.Type): PriceEntry => ({
 export const decodePriceTable = (
   raw: unknown,
   file: string,
-): Either.Either<ReadonlyArray<PriceEntry>, ReadonlyArray<string>> => {
-  const decoded = Schema.decodeUnknownEither(PriceTable)(raw, parseOptions)
-  if (Either.isLeft(decoded)) {
-    const lines = parseErrorIssues(decoded.left).map((issue) =>
+): Result.Result<ReadonlyArray<PriceEntry>, ReadonlyArray<string>> => {
+  const decoded = Schema.decodeUnknownResult(PriceTable)(raw, parseOptions)
+  if (Result.isFailure(decoded)) {
+    const lines = parseErrorIssues(decoded.failure).map((issue) =>
       issue.path[0] === "prices"
         ? `${formatPath(issue.path)}: ${issue.message}`
         : `pricing.file: ${file}: ${issue.path.length === 0 ? "" : `${formatPath(issue.path)}: `}${issue.message}`,
     )
-    return Either.left([...new Set(lines)])
+    return Result.fail([...new Set(lines)])
   }
   const problems: Array<string> = []
   const seen = new Map<string, number>()
-  decoded.right.prices.forEach((row, index) => {
+  decoded.success.prices.forEach((row, index) => {
     const key = JSON.stringify([row.provider ?? null, row.model])
     const first = seen.get(key)
     if (first === undefined) seen.set(key, index)
     else problems.push(`prices[${index}]: duplicate price for ${describe(row)}, first at prices[${first}]`)
   })
-  return problems.length > 0 ? Either.left(problems) : Either.right(decoded.right.prices.map(toEntry))
+  return problems.length > 0 ? Result.fail(problems) : Result.succeed(decoded.success.prices.map(toEntry))
 }
 
 const describe = (row: { readonly provider?: string | undefined; readonly model: string }): string =>

@@ -1,7 +1,7 @@
 /**
  * The one error of configuration loading and how its `path: message` lines are made.
  */
-import { ParseResult, Schema } from "effect"
+import { Schema, SchemaAST, SchemaIssue } from "effect"
 
 /**
  * The config or the price table is invalid. `problems` holds every problem found, one line
@@ -31,19 +31,23 @@ export const formatPath = (path: ReadonlyArray<PropertyKey>): string =>
     })
     .join("")
 
-const unexpected = /^is unexpected, expected: (.*)$/s
-
-/** Effect's wording → the wording of `config validate`. */
-const rewordIssue = (issue: ParseResult.ArrayFormatterIssue): string => {
-  if (issue._tag === "Missing") return "is required"
-  if (issue._tag === "Unexpected") {
-    const expected = unexpected.exec(issue.message)?.[1]
-    const names =
-      expected === undefined ? [] : expected.split(" | ").map((name) => name.replace(/^"|"$/g, ""))
+/**
+ * Effect's wording of the leaf issues → the wording of `config validate`. A `message`
+ * annotation (see `primitives.ts` and `schema.ts`) wins; a missing key "is required"; an
+ * unexpected key lists the keys its mapping accepts, as written in the file.
+ */
+const leafHook: SchemaIssue.LeafHook = (issue) => {
+  if (issue._tag === "MissingKey") return "is required"
+  if (issue._tag === "UnexpectedKey") {
+    const names = SchemaAST.isObjects(issue.ast)
+      ? issue.ast.propertySignatures.map((signature) => String(signature.name))
+      : []
     return names.length === 0 ? "unknown key" : `unknown key (expected one of: ${names.join(", ")})`
   }
-  return issue.message
+  return SchemaIssue.defaultLeafHook(issue)
 }
+
+const formatIssue = SchemaIssue.makeFormatterStandardSchemaV1({ leafHook })
 
 /** A parse issue with the wording of `config validate`. */
 export interface Issue {
@@ -52,15 +56,15 @@ export interface Issue {
 }
 
 /** The issues of a Schema parse error, in document order. */
-export const parseErrorIssues = (error: ParseResult.ParseError): Array<Issue> =>
-  ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) => ({
-    path: issue.path,
-    message: rewordIssue(issue),
+export const parseErrorIssues = (error: Schema.SchemaError): Array<Issue> =>
+  formatIssue(error.issue).issues.map((issue) => ({
+    path: (issue.path ?? []).map((segment) => (typeof segment === "object" ? segment.key : segment)),
+    message: issue.message,
   }))
 
 /** One `path: message` line per issue (duplicates dropped), `prefix` prepended to each path. */
 export const parseErrorProblems = (
-  error: ParseResult.ParseError,
+  error: Schema.SchemaError,
   prefix: ReadonlyArray<PropertyKey>,
 ): Array<string> => [
   ...new Set(

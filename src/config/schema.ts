@@ -1,10 +1,10 @@
 /**
  * The schema of `tollgate.yaml`, one section at a time (SPEC.md "Configuration").
- * YAML keys are snake_case; decoded fields are the camelCase names of `model.ts`,
- * with durations in ms, money in micro-USD and every default filled in.
- * Decode with `parseOptions` so that unknown keys fail at every level.
+ * YAML keys are snake_case; decoded fields are the camelCase names of `model.ts`
+ * (`Schema.encodeKeys` maps them), with durations in ms, money in micro-USD and every
+ * default filled in. Decode with `parseOptions` so that unknown keys fail at every level.
  */
-import { ParseResult, Schema } from "effect"
+import { Effect, Schema } from "effect"
 import {
   BaseUrl,
   discriminated,
@@ -17,6 +17,7 @@ import {
   PositiveInt,
   Ratio,
   RedisUrl,
+  says,
   Sha256Hex,
   UsdToMicro,
 } from "./primitives.js"
@@ -24,27 +25,26 @@ import {
 /** Parse options for every config decode: report all problems, reject unknown keys. */
 export const parseOptions = { errors: "all", onExcessProperty: "error" } as const
 
-const mapping = { message: () => "must be a mapping" }
-const list = (of: string) => ({ message: () => `must be a list of ${of}` })
+/** The message of a value that is not a mapping, on the side that reads the file (snake_case keys). */
+const mapping = <S extends Schema.Top>(self: S): S["Rebuild"] =>
+  self.pipe(Schema.annotateEncoded({ message: "must be a mapping" }))
+const list = (of: string) => ({ message: `must be a list of ${of}` })
 
-/** A key with a default; `fromKey` maps the YAML name onto the decoded field. */
-const withDefault = <A, I>(schema: Schema.Schema<A, I>, key: string, value: A) =>
-  Schema.optionalWith(schema, { exact: true, default: () => value }).pipe(Schema.fromKey(key))
-
-const optionalKey = <A, I>(schema: Schema.Schema<A, I>, key: string) =>
-  Schema.optionalWith(schema, { exact: true }).pipe(Schema.fromKey(key))
+/** A key with a default (a decoded value), used when the key is absent. */
+const withDefault = <S extends Schema.Top>(schema: S, value: S["Type"]) =>
+  schema.pipe(Schema.withDecodingDefaultTypeKey(Effect.succeed(value)))
 
 /** `server:` — defaults `127.0.0.1:8080`, `30s`, 10,485,760 bytes. */
 export const ServerSection = Schema.Struct({
-  listen: withDefault(Listen, "listen", { host: "127.0.0.1", port: 8080 }),
-  shutdownGraceMs: withDefault(Duration, "shutdown_grace", 30_000),
-  maxBodyBytes: withDefault(PositiveInt, "max_body_bytes", 10_485_760),
-}).annotations(mapping)
+  listen: withDefault(Listen, { host: "127.0.0.1", port: 8080 }),
+  shutdownGraceMs: withDefault(Duration, 30_000),
+  maxBodyBytes: withDefault(PositiveInt, 10_485_760),
+}).pipe(Schema.encodeKeys({ shutdownGraceMs: "shutdown_grace", maxBodyBytes: "max_body_bytes" }), mapping)
 
 /** `admin:` — `token_env` defaults to `TOLLGATE_ADMIN_TOKEN`. */
 export const AdminSection = Schema.Struct({
-  tokenEnv: withDefault(EnvVarName, "token_env", "TOLLGATE_ADMIN_TOKEN"),
-}).annotations(mapping)
+  tokenEnv: withDefault(EnvVarName, "TOLLGATE_ADMIN_TOKEN"),
+}).pipe(Schema.encodeKeys({ tokenEnv: "token_env" }), mapping)
 
 /** `store:` — `kind: memory` (default) or `kind: redis` with a required `url`. */
 export const StoreSection = discriminated("kind", "store kind", {
@@ -53,21 +53,25 @@ export const StoreSection = discriminated("kind", "store kind", {
 })
 
 /** `usage:` — `file` stays undefined when absent (decode.ts resolves the default). */
-export const UsageSection = Schema.Struct({ file: optionalKey(Name, "file") }).annotations(mapping)
+export const UsageSection = Schema.Struct({ file: Schema.optionalKey(Name) }).annotate({
+  message: "must be a mapping",
+})
 
 /** `pricing:` — `file` stays undefined when absent (decode.ts resolves the default). */
-export const PricingSection = Schema.Struct({ file: optionalKey(Name, "file") }).annotations(mapping)
+export const PricingSection = Schema.Struct({ file: Schema.optionalKey(Name) }).annotate({
+  message: "must be a mapping",
+})
 
 /** `reservation:` — `output_tokens` defaults to 4096. */
 export const ReservationSection = Schema.Struct({
-  outputTokens: withDefault(PositiveInt, "output_tokens", 4096),
-}).annotations(mapping)
+  outputTokens: withDefault(PositiveInt, 4096),
+}).pipe(Schema.encodeKeys({ outputTokens: "output_tokens" }), mapping)
 
 /** `retry:` — `max_attempts` 3, `budget_ratio` 0.1. */
 export const RetrySection = Schema.Struct({
-  maxAttempts: withDefault(PositiveInt, "max_attempts", 3),
-  budgetRatio: withDefault(NonNegativeNumber, "budget_ratio", 0.1),
-}).annotations(mapping)
+  maxAttempts: withDefault(PositiveInt, 3),
+  budgetRatio: withDefault(NonNegativeNumber, 0.1),
+}).pipe(Schema.encodeKeys({ maxAttempts: "max_attempts", budgetRatio: "budget_ratio" }), mapping)
 
 /**
  * A route's `retry:` override. `max_attempts` applies to the route; the
@@ -76,45 +80,57 @@ export const RetrySection = Schema.Struct({
  * warning.
  */
 export const RetryOverride = Schema.Struct({
-  maxAttempts: optionalKey(PositiveInt, "max_attempts"),
-  budgetRatio: optionalKey(NonNegativeNumber, "budget_ratio"),
-}).annotations(mapping)
+  maxAttempts: Schema.optionalKey(PositiveInt),
+  budgetRatio: Schema.optionalKey(NonNegativeNumber),
+}).pipe(Schema.encodeKeys({ maxAttempts: "max_attempts", budgetRatio: "budget_ratio" }), mapping)
 
 /** `breaker:` — `min_requests` 20, `failure_ratio` 0.5, `open_for` 30s. */
 export const BreakerSection = Schema.Struct({
-  minRequests: withDefault(PositiveInt, "min_requests", 20),
-  failureRatio: withDefault(Ratio, "failure_ratio", 0.5),
-  openForMs: withDefault(PositiveDuration, "open_for", 30_000),
-}).annotations(mapping)
+  minRequests: withDefault(PositiveInt, 20),
+  failureRatio: withDefault(Ratio, 0.5),
+  openForMs: withDefault(PositiveDuration, 30_000),
+}).pipe(
+  Schema.encodeKeys({ minRequests: "min_requests", failureRatio: "failure_ratio", openForMs: "open_for" }),
+  mapping,
+)
+
+const timeoutKeys = {
+  connectMs: "connect",
+  firstTokenMs: "first_token",
+  idleMs: "idle",
+  totalMs: "total",
+} as const
 
 /** `timeouts:` — connect 5s, first_token 60s, idle 60s, total 600s; each > 0. */
 export const TimeoutsSection = Schema.Struct({
-  connectMs: withDefault(PositiveDuration, "connect", 5_000),
-  firstTokenMs: withDefault(PositiveDuration, "first_token", 60_000),
-  idleMs: withDefault(PositiveDuration, "idle", 60_000),
-  totalMs: withDefault(PositiveDuration, "total", 600_000),
-}).annotations(mapping)
+  connectMs: withDefault(PositiveDuration, 5_000),
+  firstTokenMs: withDefault(PositiveDuration, 60_000),
+  idleMs: withDefault(PositiveDuration, 60_000),
+  totalMs: withDefault(PositiveDuration, 600_000),
+}).pipe(Schema.encodeKeys(timeoutKeys), mapping)
 
 /** A route's `timeouts:` override: some or all keys of {@link TimeoutsSection}. */
 export const TimeoutsOverride = Schema.Struct({
-  connectMs: optionalKey(PositiveDuration, "connect"),
-  firstTokenMs: optionalKey(PositiveDuration, "first_token"),
-  idleMs: optionalKey(PositiveDuration, "idle"),
-  totalMs: optionalKey(PositiveDuration, "total"),
-}).annotations(mapping)
+  connectMs: Schema.optionalKey(PositiveDuration),
+  firstTokenMs: Schema.optionalKey(PositiveDuration),
+  idleMs: Schema.optionalKey(PositiveDuration),
+  totalMs: Schema.optionalKey(PositiveDuration),
+}).pipe(Schema.encodeKeys(timeoutKeys), mapping)
 
 /** `sessions:` — `derive` defaults to true. */
 export const SessionsSection = Schema.Struct({
-  derive: withDefault(Schema.Boolean.annotations({ message: () => "must be true or false" }), "derive", true),
-}).annotations(mapping)
+  derive: withDefault(says("must be true or false", Schema.Boolean), true),
+}).annotate({ message: "must be a mapping" })
 
-const GcpRegion = Schema.String.pipe(Schema.pattern(/^[a-z][a-z0-9-]*$/)).annotations({
-  message: () => ({ message: "must be a Google Cloud region, e.g. us-east5 or global", override: true }),
-})
+const GcpRegion = says(
+  "must be a Google Cloud region, e.g. us-east5 or global",
+  Schema.String.check(Schema.isPattern(/^[a-z][a-z0-9-]*$/)),
+)
 
-const GcpProject = Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9][A-Za-z0-9.:_-]*$/)).annotations({
-  message: () => ({ message: "must be a Google Cloud project ID", override: true }),
-})
+const GcpProject = says(
+  "must be a Google Cloud project ID",
+  Schema.String.check(Schema.isPattern(/^[A-Za-z0-9][A-Za-z0-9.:_-]*$/)),
+)
 
 /**
  * One entry of `providers:` (without its name). Every kind takes `base_url` (trailing slash
@@ -124,25 +140,25 @@ const GcpProject = Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9][A-Za-z0-9.:_-
 export const Provider = discriminated("kind", "provider kind", {
   anthropic: Schema.Struct({
     kind: Schema.Literal("anthropic"),
-    baseUrl: withDefault(BaseUrl, "base_url", "https://api.anthropic.com"),
-    apiKeyEnv: withDefault(EnvVarName, "api_key_env", "ANTHROPIC_API_KEY"),
-  }),
+    baseUrl: withDefault(BaseUrl, "https://api.anthropic.com"),
+    apiKeyEnv: withDefault(EnvVarName, "ANTHROPIC_API_KEY"),
+  }).pipe(Schema.encodeKeys({ baseUrl: "base_url", apiKeyEnv: "api_key_env" })),
   openai: Schema.Struct({
     kind: Schema.Literal("openai"),
-    baseUrl: withDefault(BaseUrl, "base_url", "https://api.openai.com"),
-    apiKeyEnv: withDefault(EnvVarName, "api_key_env", "OPENAI_API_KEY"),
-  }),
+    baseUrl: withDefault(BaseUrl, "https://api.openai.com"),
+    apiKeyEnv: withDefault(EnvVarName, "OPENAI_API_KEY"),
+  }).pipe(Schema.encodeKeys({ baseUrl: "base_url", apiKeyEnv: "api_key_env" })),
   vertex: Schema.Struct({
     kind: Schema.Literal("vertex"),
     project: GcpProject,
     region: GcpRegion,
-    baseUrl: optionalKey(BaseUrl, "base_url"),
-    accessTokenEnv: optionalKey(EnvVarName, "access_token_env"),
-  }),
+    baseUrl: Schema.optionalKey(BaseUrl),
+    accessTokenEnv: Schema.optionalKey(EnvVarName),
+  }).pipe(Schema.encodeKeys({ baseUrl: "base_url", accessTokenEnv: "access_token_env" })),
   ollama: Schema.Struct({
     kind: Schema.Literal("ollama"),
-    baseUrl: withDefault(BaseUrl, "base_url", "http://localhost:11434"),
-  }),
+    baseUrl: withDefault(BaseUrl, "http://localhost:11434"),
+  }).pipe(Schema.encodeKeys({ baseUrl: "base_url" })),
 })
 
 /** The default Vertex AI host for a region (`global` has no region prefix). */
@@ -150,69 +166,56 @@ export const vertexBaseUrl = (region: string): string =>
   region === "global" ? "https://aiplatform.googleapis.com" : `https://${region}-aiplatform.googleapis.com`
 
 /** One entry of a route's `targets:`. */
-export const Target = Schema.Struct({ provider: Name, model: Name }).annotations(mapping)
+export const Target = Schema.Struct({ provider: Name, model: Name }).annotate({
+  message: "must be a mapping",
+})
 
 /** One entry of `routes:` (without its name); the 1..10 target count is checked by `checks.ts`. */
 export const Route = Schema.Struct({
-  api: Schema.Literal("anthropic", "openai").annotations({
-    message: () => ({ message: 'must be "anthropic" or "openai"', override: true }),
-  }),
-  retry: optionalKey(RetryOverride, "retry"),
-  timeouts: optionalKey(TimeoutsOverride, "timeouts"),
-  targets: Schema.Array(Target).annotations(list("targets")),
-}).annotations(mapping)
+  api: says('must be "anthropic" or "openai"', Schema.Literals(["anthropic", "openai"])),
+  retry: Schema.optionalKey(RetryOverride),
+  timeouts: Schema.optionalKey(TimeoutsOverride),
+  targets: Schema.Array(Target).annotate(list("targets")),
+}).annotate({ message: "must be a mapping" })
 
 /** One entry of a tenant's `keys:`. */
-export const Key = Schema.Struct({ id: Name, sha256: Sha256Hex }).annotations(mapping)
+export const Key = Schema.Struct({ id: Name, sha256: Sha256Hex }).annotate({ message: "must be a mapping" })
 
 /** A `month:` or `session:` budget; `mode` is required so no spend policy is implicit. */
 export const Budget = Schema.Struct({
-  limitMicroUsd: Schema.propertySignature(UsdToMicro).pipe(Schema.fromKey("limit_usd")),
-  mode: Schema.Literal("hard", "soft").annotations({
-    message: () => ({ message: 'must be "hard" or "soft"', override: true }),
-  }),
-}).annotations(mapping)
+  limitMicroUsd: UsdToMicro,
+  mode: says('must be "hard" or "soft"', Schema.Literals(["hard", "soft"])),
+}).pipe(Schema.encodeKeys({ limitMicroUsd: "limit_usd" }), mapping)
 
 const RouteNames = Schema.Array(Name)
 
 /** A tenant's `routes:` — `"*"` or a list of route names. */
-export const TenantRoutes = Schema.transformOrFail(
-  Schema.Unknown,
-  Schema.Union(Schema.Literal("*"), RouteNames),
-  {
-    strict: true,
-    decode: (u, options, ast) =>
-      u === "*"
-        ? ParseResult.succeed("*" as const)
-        : Array.isArray(u)
-          ? ParseResult.decodeUnknown(RouteNames)(u, options)
-          : ParseResult.fail(new ParseResult.Type(ast, u, 'must be "*" or a list of route names')),
-    encode: ParseResult.succeed,
-  },
-)
+export const TenantRoutes = Schema.Union([Schema.Literal("*"), RouteNames]).annotate({
+  message: 'must be "*" or a list of route names',
+})
 
 /** One entry of `tenants:` (without its name). `keys` and `routes` are required. */
 export const Tenant = Schema.Struct({
-  keys: Schema.Array(Key).annotations(list("keys")),
+  keys: Schema.Array(Key).annotate(list("keys")),
   routes: TenantRoutes,
   limits: withDefault(
     Schema.Struct({
-      requestsPerMinute: optionalKey(PositiveInt, "requests_per_minute"),
-      tokensPerMinute: optionalKey(PositiveInt, "tokens_per_minute"),
-    }).annotations(mapping),
-    "limits",
+      requestsPerMinute: Schema.optionalKey(PositiveInt),
+      tokensPerMinute: Schema.optionalKey(PositiveInt),
+    }).pipe(
+      Schema.encodeKeys({ requestsPerMinute: "requests_per_minute", tokensPerMinute: "tokens_per_minute" }),
+      mapping,
+    ),
     {},
   ),
   budgets: withDefault(
-    Schema.Struct({
-      month: optionalKey(Budget, "month"),
-      session: optionalKey(Budget, "session"),
-    }).annotations(mapping),
-    "budgets",
+    Schema.Struct({ month: Schema.optionalKey(Budget), session: Schema.optionalKey(Budget) }).annotate({
+      message: "must be a mapping",
+    }),
     {},
   ),
-}).annotations(mapping)
+}).annotate({ message: "must be a mapping" })
 
-export type ProviderFile = Schema.Schema.Type<typeof Provider>
-export type RouteFile = Schema.Schema.Type<typeof Route>
-export type TenantFile = Schema.Schema.Type<typeof Tenant>
+export type ProviderFile = typeof Provider.Type
+export type RouteFile = typeof Route.Type
+export type TenantFile = typeof Tenant.Type

@@ -2,7 +2,7 @@
  * Reading a YAML file into plain data, with failures as one-line descriptions.
  */
 import { readFile } from "node:fs/promises"
-import { Data, Effect, Either } from "effect"
+import { Data, Effect, Result } from "effect"
 import { LineCounter, parseDocument } from "yaml"
 
 /** The file could not be read, or is not valid YAML; `detail` is one line, e.g. `3:5: Map keys must be unique`. */
@@ -27,7 +27,7 @@ const readErrorDetail = (error: unknown): string =>
  * Parses YAML 1.2 text (merge keys `<<` allowed, duplicate keys refused). An empty document
  * is `null`. The first syntax error fails, with its line and column (1-based).
  */
-export const parseYaml = (text: string, file: string): Either.Either<YamlDocument, YamlFileError> => {
+export const parseYaml = (text: string, file: string): Result.Result<YamlDocument, YamlFileError> => {
   const lineCounter = new LineCounter()
   const document = parseDocument(text, { lineCounter, prettyErrors: false, merge: true, uniqueKeys: true })
   const at = (pos: readonly [number, number]) => {
@@ -36,20 +36,17 @@ export const parseYaml = (text: string, file: string): Either.Either<YamlDocumen
   }
   const first = document.errors[0]
   if (first !== undefined) {
-    return Either.left(
+    return Result.fail(
       new YamlFileError({ file, reason: "syntax", detail: `${at(first.pos)}: ${first.message}` }),
     )
   }
   const warnings = document.warnings.map((warning) => `${at(warning.pos)}: ${warning.message}`)
-  return Either.try({
-    try: () => ({ value: document.toJS({ maxAliasCount: 1000 }) as unknown, warnings }),
-    catch: (error) =>
-      new YamlFileError({
-        file,
-        reason: "syntax",
-        detail: error instanceof Error ? error.message : String(error),
-      }),
-  })
+  try {
+    return Result.succeed({ value: document.toJS({ maxAliasCount: 1000 }) as unknown, warnings })
+  } catch (error) {
+    const detail = error instanceof Error ? error.message : String(error)
+    return Result.fail(new YamlFileError({ file, reason: "syntax", detail }))
+  }
 }
 
 /** Reads and parses one YAML file (UTF-8). */
@@ -57,7 +54,7 @@ export const readYamlFile = (file: string): Effect.Effect<YamlDocument, YamlFile
   Effect.tryPromise({
     try: () => readFile(file, "utf8"),
     catch: (error) => new YamlFileError({ file, reason: "read", detail: readErrorDetail(error) }),
-  }).pipe(Effect.flatMap((text) => parseYaml(text, file)))
+  }).pipe(Effect.flatMap((text) => Effect.fromResult(parseYaml(text, file))))
 
 /** `cannot read FILE (ENOENT: …)` or `FILE:3:5: message`. */
 export const describeYamlError = (error: YamlFileError): string =>

@@ -37,7 +37,7 @@ export const SWEEP_INTERVAL_MS = 25
  * The idle deadline does not run while the relay waits for a slow client;
  * the client's own write deadline (`idleMs`) and `totalBy` do.
  */
-export class Deadlines extends Context.Tag("tollgate/Deadlines")<
+export class Deadlines extends Context.Service<
   Deadlines,
   {
     /** Current epoch ms from the layer's clock (cheap, synchronous). */
@@ -47,7 +47,7 @@ export class Deadlines extends Context.Tag("tollgate/Deadlines")<
     /** Bytes held in memory by all open relays now (for the slow-client bound; read at metrics scrape). */
     readonly bufferedBytes: () => number
   }
->() {}
+>()("tollgate/Deadlines") {}
 
 const overdue = (d: Deadline, now: number): TimeoutKind | undefined => {
   if (now >= d.totalBy) return "total"
@@ -58,14 +58,14 @@ const overdue = (d: Deadline, now: number): TimeoutKind | undefined => {
   return undefined
 }
 
-export const layer = Layer.scoped(
+export const layer = Layer.effect(
   Deadlines,
   Effect.gen(function* () {
-    const clock = yield* Effect.clock
+    const clock = yield* Clock.Clock
     const open = new IndexedList<Deadline>()
     const sweep = Effect.sync(() => {
       if (open.size === 0) return
-      const now = clock.unsafeCurrentTimeMillis()
+      const now = clock.currentTimeMillisUnsafe()
       for (const d of open.snapshot()) {
         // An earlier deadline's expiry in this sweep may have settled this one.
         if (d.listIndex === -1) continue
@@ -79,10 +79,10 @@ export const layer = Layer.scoped(
     // The sweeper ticks on the live clock and compares deadlines with the layer's clock: under TestClock,
     // deadlines pass only when a test moves the clock, and TestClock.adjust does not wait on forty
     // sleeping sweeps for every second it moves.
-    const tick = Clock.make().sleep(Duration.millis(SWEEP_INTERVAL_MS))
-    yield* Effect.forkScoped(Effect.forever(Effect.zipRight(tick, sweep)))
+    const tick = Clock.Clock.defaultValue().sleep(Duration.millis(SWEEP_INTERVAL_MS))
+    yield* Effect.forkScoped(Effect.forever(Effect.andThen(tick, sweep)))
     return {
-      now: () => clock.unsafeCurrentTimeMillis(),
+      now: () => clock.currentTimeMillisUnsafe(),
       register: (d: Deadline) => open.add(d),
       unregister: (d: Deadline) => open.remove(d),
       bufferedBytes: () => {

@@ -1,4 +1,4 @@
-import { Cause, Context, Deferred, Duration, Effect, Exit, Fiber, FiberRef, Layer, Runtime } from "effect"
+import { Cause, Context, Deferred, Duration, Effect, Exit, Fiber, Layer, Option } from "effect"
 import { randomUUID } from "node:crypto"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { Config } from "../config/Config.js"
@@ -19,9 +19,6 @@ import { cancelPending } from "./attempt.js"
 import { RequestContext } from "./context.js"
 import { makePriceBook, planAdmission, type Plan } from "./admission.js"
 import { Deadlines } from "./Deadlines.js"
-import { makeRequestForker } from "./requestFibers.js"
-import { listRootFibers } from "./rootFibers.js"
-import { makeSharedScheduler } from "./scheduler.js"
 import {
   BodyTooLarge,
   Draining,
@@ -46,7 +43,7 @@ import { floorStreamedOutput, makeServeResponse } from "./serveResponse.js"
  * aborts the upstream request. The usage record is written on every path,
  * interruption included.
  */
-export class Gateway extends Context.Tag("tollgate/Gateway")<
+export class Gateway extends Context.Service<
   Gateway,
   {
     readonly handle: (req: IncomingMessage, res: ServerResponse, endpoint: Endpoint) => void
@@ -54,7 +51,7 @@ export class Gateway extends Context.Tag("tollgate/Gateway")<
     readonly drain: (graceMs: number) => Effect.Effect<void>
     readonly draining: () => boolean
   }
->() {}
+>()("tollgate/Gateway") {}
 
 export const layer = Layer.effect(
   Gateway,
@@ -70,12 +67,9 @@ export const layer = Layer.effect(
     const openRequests = yield* OpenRequests
     const price = makePriceBook(config)
     const authenticate = makeAuthenticator(config)
-    // Request fibers without a hash-table entry each (ADR 0032): Effect's root fibers in a list, not a Set;
-    // on one shared scheduler queue (ADR 0033); all starting from one FiberRefs value (ADR 0041).
-    listRootFibers()
-    const { fork: run } = makeRequestForker(
-      Runtime.setFiberRef(yield* Effect.runtime<never>(), FiberRef.currentScheduler, makeSharedScheduler()),
-    )
+    // Request fibers run with the services this layer was built with (the Clock included, so TestClock
+    // drives their time in tests).
+    const run = Effect.runForkWith(yield* Effect.context<never>())
 
     /**
      * Queues the usage record (written with the others of this event-loop
@@ -266,10 +260,10 @@ export const layer = Layer.effect(
     ) =>
       serve(ctx, req, res, body).pipe(
         // One handler for expected errors and defects (interruption skips it and runs the finalizer below).
-        Effect.catchAllCause((cause) => {
-          const failure = Cause.failureOption(cause)
-          if (failure._tag === "Some") return fail(ctx, res, failure.value)
-          return Effect.zipRight(
+        Effect.catchCause((cause) => {
+          const failure = Cause.findErrorOption(cause)
+          if (Option.isSome(failure)) return fail(ctx, res, failure.value)
+          return Effect.andThen(
             Effect.logError("request failed inside Tollgate", Cause.pretty(cause)).pipe(
               Effect.annotateLogs("request_id", ctx.requestId),
             ),
@@ -325,16 +319,15 @@ export const layer = Layer.effect(
         const done = (idle = yield* Deferred.make<void>())
         // Finalizers run uninterruptibly: the wait must be interruptible for the timeout to end it.
         const finished = yield* Effect.interruptible(Deferred.await(done)).pipe(
-          Effect.timeout(Duration.millis(graceMs)),
-          Effect.option,
+          Effect.timeoutOption(Duration.millis(graceMs)),
         )
-        if (finished._tag === "Some") return
+        if (Option.isSome(finished)) return
         const remaining = inflight.snapshot()
         for (const ctx of remaining) shutdown.add(ctx)
         yield* Fiber.interruptAll(remaining.flatMap((ctx) => (ctx.fiber === undefined ? [] : [ctx.fiber])))
         // Their records are written and their responses ended on the next check phase (ADR 0037): wait for
         // that write, not for every request in flight (refusals keep arriving until the server closes).
-        yield* Effect.async<void>((resume) => usageLog.afterWrite(() => resume(Effect.void)))
+        yield* Effect.callback<void>((resume) => usageLog.afterWrite(() => resume(Effect.void)))
       })
 
     const handle = (req: IncomingMessage, res: ServerResponse, endpoint: Endpoint): void => {
@@ -366,11 +359,11 @@ export const layer = Layer.effect(
         // In flight until its response has ended, after its record's write (ADR 0037).
         usageLog.afterWrite(() => {
           inflight.remove(ctx)
-          if (idle !== undefined && inflight.size === 0) Deferred.unsafeDone(idle, Exit.void)
+          if (idle !== undefined && inflight.size === 0) Deferred.doneUnsafe(idle, Exit.void)
         })
       })
       res.on("close", () => {
-        if (!res.writableEnded) fiber.unsafeInterruptAsFork(fiber.id())
+        if (!res.writableEnded) fiber.interruptUnsafe()
       })
     }
 

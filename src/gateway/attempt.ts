@@ -40,7 +40,7 @@ export interface CancelSlot {
 
 /** Closes a response Tollgate will not relay (further): its deadline stops, its request is aborted unless it ended. */
 export const closeResponse = (
-  deadlines: Deadlines["Type"],
+  deadlines: Deadlines["Service"],
   response: Pick<AttemptResponse, "call" | "deadline">,
 ) => {
   deadlines.unregister(response.deadline)
@@ -81,14 +81,14 @@ const failureOf = (error: UpstreamError): AttemptFailed =>
  * gone, or the caller gave up) aborts the upstream request.
  */
 export const sendAttempt = (
-  deadlines: Deadlines["Type"],
+  deadlines: Deadlines["Service"],
   dispatcher: Dispatcher,
   upstream: UpstreamRequest,
   timeouts: TimeoutsConfig,
   api: ApiFormat,
   slot: CancelSlot,
 ): Effect.Effect<AttemptResponse | AttemptFailed> =>
-  Effect.async<AttemptResponse | AttemptFailed>((resume) => {
+  Effect.callback<AttemptResponse | AttemptFailed>((resume) => {
     let settled = false
     const now = deadlines.now()
     /** `cancel`: what the request's finalizer closes until the next step takes the response over. */

@@ -65,7 +65,7 @@ export class RequestContext implements LoopState, CancelSlot, Listed {
   /** Stops the attempt or relay the request is waiting on (its finalizer calls it on interruption). */
   cancel: (() => void) | undefined = undefined
   /** The request's fiber while it runs, and its place among the requests in flight (Gateway). */
-  fiber: Fiber.RuntimeFiber<void> | undefined = undefined
+  fiber: Fiber.Fiber<void> | undefined = undefined
   listIndex = -1
   /** The meter of a stream that was committed and not yet closed (the finalizer closes it). */
   openStream: StreamMeter | undefined = undefined

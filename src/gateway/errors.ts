@@ -44,7 +44,7 @@ export class Draining extends Schema.TaggedError<Draining>()("Draining", {}) {
 export const TargetOutcome = Schema.Struct({
   provider: Schema.String,
   model: Schema.String,
-  outcome: Schema.Literal("failed", "skipped"),
+  outcome: Schema.Literals(["failed", "skipped"]),
   reason: Schema.String,
 })
 export type TargetOutcome = typeof TargetOutcome.Type
@@ -80,14 +80,14 @@ export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited"
   message: Schema.String,
   retryAfterSeconds: Schema.Number,
   /** The `ratelimit-*` headers at the refusal. */
-  rateHeaders: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })),
+  rateHeaders: Schema.optional(Schema.Record(Schema.String, Schema.String)),
 }) {}
 
 /** A hard budget has no money left for the request (402). */
 export class BudgetExceeded extends Schema.TaggedError<BudgetExceeded>()("BudgetExceeded", {
   message: Schema.String,
-  budget: Schema.Literal("month", "session"),
-  rateHeaders: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })),
+  budget: Schema.Literals(["month", "session"]),
+  rateHeaders: Schema.optional(Schema.Record(Schema.String, Schema.String)),
 }) {}
 
 /** The limit store is down and the tenant has a hard budget (503, ADR 0006). */

@@ -46,14 +46,14 @@ const endOfTimeout = (kind: TimeoutKind): RelayEnd =>
  * record. A client of a JSON body waits for all of it anyway.
  */
 export const relay = (
-  deadlines: Deadlines["Type"],
+  deadlines: Deadlines["Service"],
   response: AttemptResponse,
   res: ServerResponse,
   observe: Observer,
   slot: CancelSlot,
   holdLast = false,
 ): Effect.Effect<RelayEnd> =>
-  Effect.async<RelayEnd>((resume) => {
+  Effect.callback<RelayEnd>((resume) => {
     const { call, deadline } = response
     let done = false
     let held: Buffer | undefined

@@ -43,10 +43,10 @@ const ruleFor = (response: AttemptResponse): { rule: Rule; reason: string } => {
 
 export interface RouteDeps {
   readonly price: (target: TargetConfig) => PriceEntry | undefined
-  readonly providers: Providers["Type"]
-  readonly deadlines: Deadlines["Type"]
-  readonly breakers: Breakers["Type"]
-  readonly retryBudget: RetryBudget["Type"]
+  readonly providers: Providers["Service"]
+  readonly deadlines: Deadlines["Service"]
+  readonly breakers: Breakers["Service"]
+  readonly retryBudget: RetryBudget["Service"]
   readonly telemetry: TelemetryService
   readonly serveResponse: (
     ctx: RequestContext,

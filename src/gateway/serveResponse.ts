@@ -69,8 +69,8 @@ const streamCutoff = (ctx: RequestContext, meter: StreamMeter) => {
  * sees a truncated response, never a well-formed wrong one).
  */
 export const makeServeResponse = (
-  deadlines: Deadlines["Type"],
-  limits: Limits["Type"],
+  deadlines: Deadlines["Service"],
+  limits: Limits["Service"],
   telemetry: TelemetryService,
   record: (ctx: RequestContext, then?: () => void) => Effect.Effect<void>,
 ) => {

@@ -1,5 +1,6 @@
 import { NodeHttpServer } from "@effect/platform-node"
-import { Context, Data, Effect, Layer } from "effect"
+import { Context, Data, Effect, Layer, Scope } from "effect"
+import { HttpRouter } from "effect/http"
 import { createServer, type IncomingMessage, type Server as NodeServer, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import { Config } from "../config/Config.js"
@@ -7,20 +8,21 @@ import { AdminApi } from "../admin/AdminApi.js"
 import { Gateway } from "../gateway/Gateway.js"
 import { Limits } from "../limits/Limits.js"
 import type { Endpoint } from "../gateway/request.js"
-import { makeRouter } from "./routes.js"
+import { Metrics } from "../ops/Metrics.js"
+import { makeRoutes, notFound } from "./routes.js"
 
 /** The server could not listen (address in use, permission). */
 export class ListenError extends Data.TaggedError("ListenError")<{ readonly message: string }> {}
 
 /** The running HTTP server. */
-export class Server extends Context.Tag("tollgate/Server")<
+export class Server extends Context.Service<
   Server,
   {
     /** `http://HOST:PORT` with the real port (config may say port 0). */
     readonly url: string
     readonly port: number
   }
->() {}
+>()("tollgate/Server") {}
 
 const proxyEndpoint = (method: string | undefined, url: string | undefined): Endpoint | undefined => {
   if (method !== "POST" || url === undefined) return undefined
@@ -43,18 +45,22 @@ const formatHost = (host: string): string => (host.includes(":") ? `[${host}]` :
 
 /**
  * One `node:http` server: the proxy endpoints go straight to the Gateway's
- * handler (the hot path); everything else to the @effect/platform router.
+ * handler (the hot path); everything else to the `effect/http` router.
  */
-export const layer = Layer.scoped(
+export const layer = Layer.effect(
   Server,
   Effect.gen(function* () {
     const config = yield* Config
     const gateway = yield* Gateway
     const limits = yield* Limits
     const admin = yield* AdminApi
-    const other = yield* NodeHttpServer.makeHandler(
-      makeRouter(config, { draining: gateway.draining, storeOk: limits.checkStore }, admin.router),
+    const router = yield* HttpRouter.make
+    yield* router.addAll(
+      makeRoutes(config, { draining: gateway.draining, storeOk: limits.checkStore }, yield* Metrics),
     )
+    yield* router.addAll(admin.routes)
+    const app = router.asHttpEffect().pipe(Effect.catch(() => notFound))
+    const other = yield* NodeHttpServer.makeHandler(app, { scope: yield* Scope.Scope })
     const handler = (req: IncomingMessage, res: ServerResponse) => {
       const endpoint = proxyEndpoint(req.method, req.url)
       if (endpoint !== undefined) gateway.handle(req, res, endpoint)
@@ -65,7 +71,7 @@ export const layer = Layer.scoped(
       handler,
     )
     const address = yield* Effect.acquireRelease(
-      Effect.async<AddressInfo, ListenError>((resume) => {
+      Effect.callback<AddressInfo, ListenError>((resume) => {
         const onError = (error: Error) => resume(Effect.fail(new ListenError({ message: error.message })))
         server.once("error", onError)
         server.listen(config.server.port, config.server.host, () => {
@@ -76,9 +82,9 @@ export const layer = Layer.scoped(
       // Shutdown (SIGTERM, Ctrl-C): keep answering while open requests drain — /readyz says draining and new
       // proxy requests get 503 — then close every connection.
       () =>
-        Effect.zipRight(
+        Effect.andThen(
           gateway.drain(config.server.shutdownGraceMs),
-          Effect.async<void>((resume) => {
+          Effect.callback<void>((resume) => {
             server.close(() => resume(Effect.void))
             server.closeAllConnections()
           }),

@@ -1,4 +1,4 @@
-import { HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { Effect } from "effect"
 import type { TollgateConfig } from "../config/model.js"
 import { makeAuthenticator } from "../gateway/auth.js"
@@ -7,9 +7,9 @@ import { Metrics } from "../ops/Metrics.js"
 import { renderError } from "./errorBody.js"
 
 /**
- * Everything that is not a proxy endpoint: health, readiness and the model
- * list, through an @effect/platform router (ergonomics where speed does not
- * matter; ARCHITECTURE.md).
+ * Everything that is not a proxy endpoint: health, readiness, metrics and
+ * the model list, as routes of an `effect/http` router (ergonomics where
+ * speed does not matter; ARCHITECTURE.md).
  */
 
 const errorResponse = (api: "anthropic" | "openai", error: Unauthenticated | RouteNotFound) => {
@@ -37,7 +37,7 @@ const models = (config: TollgateConfig) => {
     const allowed = principal.tenant.routes
     const names = [...config.routes.keys()].filter((name) => allowed === "*" || allowed.includes(name))
     if (anthropic) {
-      return yield* HttpServerResponse.json({
+      return HttpServerResponse.jsonUnsafe({
         data: names.map((id) => ({
           type: "model",
           id,
@@ -49,7 +49,7 @@ const models = (config: TollgateConfig) => {
         last_id: names[names.length - 1] ?? null,
       })
     }
-    return yield* HttpServerResponse.json({
+    return HttpServerResponse.jsonUnsafe({
       object: "list",
       data: names.map((id) => ({ id, object: "model", created: 0, owned_by: "tollgate" })),
     })
@@ -57,9 +57,8 @@ const models = (config: TollgateConfig) => {
 }
 
 /** The Prometheus exposition of this gateway (src/ops/Metrics.ts). */
-const metrics = Effect.flatMap(Metrics, ({ scrape, contentType }) =>
-  Effect.map(scrape, (text) => HttpServerResponse.text(text, { contentType })),
-)
+const metrics = ({ scrape, contentType }: Metrics["Service"]) =>
+  Effect.map(scrape, (text) => HttpServerResponse.text(text, { contentType }))
 
 /** Readiness as reported by the parts that can be unready (the store, draining). */
 export interface Readiness {
@@ -67,28 +66,29 @@ export interface Readiness {
   readonly storeOk: Effect.Effect<boolean>
 }
 
-/** `admin`: the admin API's routes (src/admin; empty when admin is off). */
-export const makeRouter = (
+/** The routes of the non-proxy endpoints (the admin API adds its own, src/admin). */
+export const makeRoutes = (
   config: TollgateConfig,
   readiness: Readiness,
-  admin: HttpRouter.HttpRouter = HttpRouter.empty,
-) =>
-  HttpRouter.empty.pipe(
-    HttpRouter.get("/healthz", HttpServerResponse.json({ status: "ok" })),
-    HttpRouter.get(
-      "/readyz",
-      Effect.suspend(() =>
-        readiness.draining()
-          ? HttpServerResponse.json({ status: "draining" }, { status: 503 })
-          : Effect.flatMap(readiness.storeOk, (ok) =>
-              HttpServerResponse.json({ status: "ready", store: ok ? "ok" : "unavailable" }),
-            ),
-      ),
+  metricsService: Metrics["Service"],
+) => [
+  HttpRouter.route("GET", "/healthz", HttpServerResponse.jsonUnsafe({ status: "ok" })),
+  HttpRouter.route(
+    "GET",
+    "/readyz",
+    Effect.suspend(() =>
+      readiness.draining()
+        ? Effect.succeed(HttpServerResponse.jsonUnsafe({ status: "draining" }, { status: 503 }))
+        : Effect.map(readiness.storeOk, (ok) =>
+            HttpServerResponse.jsonUnsafe({ status: "ready", store: ok ? "ok" : "unavailable" }),
+          ),
     ),
-    HttpRouter.get("/v1/models", models(config)),
-    HttpRouter.get("/metrics", metrics),
-    HttpRouter.concat(admin),
-    Effect.catchTag("RouteNotFound", () =>
-      Effect.succeed(errorResponse("openai", new RouteNotFound({ message: "no such endpoint" }))),
-    ),
-  )
+  ),
+  HttpRouter.route("GET", "/v1/models", models(config)),
+  HttpRouter.route("GET", "/metrics", metrics(metricsService)),
+]
+
+/** What a path no route serves gets: 404 in the OpenAI error format. */
+export const notFound = Effect.succeed(
+  errorResponse("openai", new RouteNotFound({ message: "no such endpoint" })),
+)

@@ -1,4 +1,4 @@
-import { Context, Effect, Layer } from "effect"
+import { Clock, Context, Effect, Layer } from "effect"
 import type { BudgetConfig, TenantConfig } from "../config/model.js"
 import { BudgetExceeded, RateLimited, StoreUnavailable } from "../gateway/errors.js"
 import type { Leftover } from "../ops/leftover.js"
@@ -99,7 +99,7 @@ const refusal = (refused: Refused, input: AdmissionInput): RateLimited | BudgetE
  * no spend), and the copy stays local-only for 5 s before it tries the store
  * again.
  */
-export class Limits extends Context.Tag("tollgate/Limits")<
+export class Limits extends Context.Service<
   Limits,
   {
     readonly admit: (
@@ -121,13 +121,13 @@ export class Limits extends Context.Tag("tollgate/Limits")<
     /** `storeOk`, asking the store once more when it was failing (what /readyz reports, also with no traffic). */
     readonly checkStore: Effect.Effect<boolean>
   }
->() {}
+>()("tollgate/limits/Limits") {}
 
 export const make = (
   store: StoreService,
   now: () => number,
   telemetry: TelemetryService = noopTelemetry,
-): Limits["Type"] => {
+): Limits["Service"] => {
   const local = makeMemoryStore()
   let localUntil = 0
   /** False from a store error until the next store operation succeeds (what /readyz reports). */
@@ -139,7 +139,7 @@ export const make = (
       healthy = false
       telemetry.storeError()
     }).pipe(
-      Effect.zipRight(
+      Effect.andThen(
         Effect.logWarning("limit store error; using local limits for 5 s").pipe(
           Effect.annotateLogs("error", message),
         ),
@@ -196,7 +196,7 @@ export const make = (
   }
 
   const fallBackToLocal = (input: AdmissionInput, t: number, message: string) =>
-    Effect.zipRight(
+    Effect.andThen(
       markDown(message),
       Effect.flatMap(admitLocal(input, t), (outcome) => conclude(input, "local", outcome.result)),
     )
@@ -264,7 +264,7 @@ export const make = (
     if (settleNow === undefined) {
       return (fromStore ? store : local)
         .settle(request)
-        .pipe(Effect.catchAll((error) => settleFailed(admission, error.message)))
+        .pipe(Effect.catch((error) => settleFailed(admission, error.message)))
     }
     try {
       settleNow(request)
@@ -296,7 +296,7 @@ export const make = (
             admission.reserved += amount
             return "extended"
           }),
-          Effect.catchAll((error) => Effect.as(markDown(error.message), "unavailable" as const)),
+          Effect.catch((error) => Effect.as(markDown(error.message), "unavailable" as const)),
         )
     })
 
@@ -321,8 +321,8 @@ export const layer = Layer.effect(
   Limits,
   Effect.gen(function* () {
     const store = yield* Store
-    const clock = yield* Effect.clock
+    const clock = yield* Clock.Clock
     const telemetry = yield* Telemetry
-    return make(store, () => clock.unsafeCurrentTimeMillis(), telemetry)
+    return make(store, () => clock.currentTimeMillisUnsafe(), telemetry)
   }),
 )

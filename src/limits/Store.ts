@@ -131,7 +131,7 @@ export interface StoreService {
   readonly tenantState: (tenant: string, now: number) => Effect.Effect<TenantState, StoreError>
 }
 
-export class Store extends Context.Tag("tollgate/Store")<Store, StoreService>() {}
+export class Store extends Context.Service<Store, StoreService>()("tollgate/limits/Store") {}
 
 /** `settle` done synchronously, for the stores that keep their state in this process: see `settleNowOf`. */
 const inProcessSettles = new WeakMap<StoreService, (request: SettleRequest) => void>()

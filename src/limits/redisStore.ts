@@ -287,4 +287,4 @@ const passwordsOf = (url: string): ReadonlyArray<string> => {
  * command timeout) with a `StoreError` whose message never holds the password.
  * Closing the layer quits the client.
  */
-export const layerRedis = (url: string): Layer.Layer<Store> => Layer.scoped(Store, make(url))
+export const layerRedis = (url: string): Layer.Layer<Store> => Layer.effect(Store, make(url))

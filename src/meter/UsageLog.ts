@@ -5,7 +5,7 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as readline from "node:readline"
-import { Context, Data, Effect, Layer, Runtime } from "effect"
+import { Context, Data, Effect, FiberSet, Layer } from "effect"
 import { andThen, type Leftover } from "../ops/leftover.js"
 import { PartialWrite, writeAllSync } from "../ops/writeAll.js"
 import { decodeRecord, encodeRecord, type UsageRecord } from "./record.js"
@@ -239,7 +239,8 @@ const make = Effect.fnUntraced(function* (file: string) {
 
   // Lines queued in this event-loop turn, written together on the check phase (ADR 0037), and what waits
   // for them. The request fibers queue their records; their responses end in `afterWrite`.
-  const runtime = yield* Effect.runtime<never>()
+  // Runs the logging of a failed turn's write, with the layer's context (its logger).
+  const runFork = yield* FiberSet.makeRuntime<never>()
   let queued = ""
   let waiting: Array<() => void> = []
   let scheduled = false
@@ -281,10 +282,10 @@ const make = Effect.fnUntraced(function* (file: string) {
     return failed
   }
 
-  /** `writeTurn` on the check phase, its logging forked on the layer's runtime. */
+  /** `writeTurn` on the check phase, its logging forked in the layer's scope. */
   const writeTurnLater = (): void => {
     const failed = writeTurn()
-    if (failed !== undefined) Runtime.runFork(runtime)(failed)
+    if (failed !== undefined) runFork(failed)
   }
 
   const queue = (record: UsageRecord): Leftover => {
@@ -314,7 +315,7 @@ const make = Effect.fnUntraced(function* (file: string) {
 })
 
 /** The usage-record log of this process. */
-export class UsageLog extends Context.Tag("tollgate/UsageLog")<UsageLog, UsageLogService>() {
+export class UsageLog extends Context.Service<UsageLog, UsageLogService>()("tollgate/meter/UsageLog") {
   /**
    * Appends to `file` (absolute path; the parent folder is created). If the
    * file's last byte is not "\n" (a line torn by a crash), the first append
@@ -322,7 +323,7 @@ export class UsageLog extends Context.Tag("tollgate/UsageLog")<UsageLog, UsageLo
    * Fails with `UsageFileError` when the file cannot be opened.
    */
   static readonly layer = (file: string): Layer.Layer<UsageLog, UsageFileError> =>
-    Layer.scoped(UsageLog, make(file))
+    Layer.effect(UsageLog, make(file))
 }
 
 /** What `readUsageFile` found. */

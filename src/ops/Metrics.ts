@@ -1,4 +1,4 @@
-import { Context, Effect, Layer } from "effect"
+import { Clock, Context, Effect, Layer } from "effect"
 import { collectDefaultMetrics, Registry } from "prom-client"
 import { Config } from "../config/Config.js"
 import type { RequestContext } from "../gateway/context.js"
@@ -23,7 +23,7 @@ export interface MetricsService {
   readonly contentType: string
 }
 
-export class Metrics extends Context.Tag("tollgate/Metrics")<Metrics, MetricsService>() {}
+export class Metrics extends Context.Service<Metrics, MetricsService>()("tollgate/ops/Metrics") {}
 
 /** What the metrics read at scrape time. */
 export interface MetricsDeps {
@@ -175,12 +175,12 @@ export const layer: Layer.Layer<Metrics, never, Config | Breakers | OpenRequests
     const breakers = yield* Breakers
     const openRequests = yield* OpenRequests
     const deadlines = yield* Deadlines
-    const clock = yield* Effect.clock
+    const clock = yield* Clock.Clock
     return make({
       tenants: [...config.tenants.keys()],
       breakers: breakers.view,
       overspend: openRequests.bound,
-      now: () => clock.unsafeCurrentTimeMillis(),
+      now: () => clock.currentTimeMillisUnsafe(),
       relayBuffered: deadlines.bufferedBytes,
     })
   }),
@@ -189,5 +189,5 @@ export const layer: Layer.Layer<Metrics, never, Config | Breakers | OpenRequests
 /** `Telemetry` that feeds the metrics (what `appLayer` provides unless a test overrides it). */
 export const layerTelemetry: Layer.Layer<Telemetry, never, Metrics> = Layer.effect(
   Telemetry,
-  Effect.map(Metrics, (metrics) => metrics.telemetry),
+  Metrics.useSync((metrics) => metrics.telemetry),
 )

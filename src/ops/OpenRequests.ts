@@ -26,7 +26,7 @@ interface TenantOpen {
  * The requests admitted and not yet settled, per tenant — what the live
  * overspend bound is made of. Plain counters, updated twice per request.
  */
-export class OpenRequests extends Context.Tag("tollgate/OpenRequests")<
+export class OpenRequests extends Context.Service<
   OpenRequests,
   {
     readonly admitted: (ctx: RequestContext) => void
@@ -34,7 +34,7 @@ export class OpenRequests extends Context.Tag("tollgate/OpenRequests")<
     readonly bound: (tenant: string) => OverspendBound
     readonly tenants: () => ReadonlyArray<string>
   }
->() {}
+>()("tollgate/ops/OpenRequests") {}
 
 const EMPTY: OverspendBound = { open: 0, microUsd: 0, unbounded: 0 }
 

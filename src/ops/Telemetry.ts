@@ -25,7 +25,7 @@ export interface TelemetryService {
   readonly streamClosed: () => void
 }
 
-export class Telemetry extends Context.Tag("tollgate/Telemetry")<Telemetry, TelemetryService>() {}
+export class Telemetry extends Context.Service<Telemetry, TelemetryService>()("tollgate/ops/Telemetry") {}
 
 const noop = () => {}
 

@@ -9,4 +9,4 @@ export type Leftover = Effect.Effect<void> | undefined
 
 /** `a`, then `b`. */
 export const andThen = (a: Leftover, b: Leftover): Leftover =>
-  a === undefined ? b : b === undefined ? a : Effect.zipRight(a, b)
+  a === undefined ? b : b === undefined ? a : Effect.andThen(a, b)

@@ -1,5 +1,5 @@
 import * as fs from "node:fs"
-import { Cause, Duration, Effect, HashMap, Inspectable, Layer, List, Logger } from "effect"
+import { Cause, Duration, Effect, Inspectable, Layer, Logger, References } from "effect"
 import type { UsageRecord } from "../meter/record.js"
 import { isoTime, jsonNullable, jsonNumber, jsonString } from "./jsonText.js"
 import { PartialWrite, writeAllSync } from "./writeAll.js"
@@ -130,11 +130,15 @@ export const makeLineWriter = (target: LineTarget) => {
      * at most `CLOSE_WAIT` (a stderr nobody reads must not hold up the exit);
      * later lines go out unbuffered.
      */
-    close: Effect.async<void>((resume) => {
+    close: Effect.callback<void>((resume) => {
       closed = true
       flush()
       if (inFlight === 0) return resume(Effect.void)
-      idle.push(() => resume(Effect.void))
+      const done = () => resume(Effect.void)
+      idle.push(done)
+      return Effect.sync(() => {
+        idle = idle.filter((f) => f !== done)
+      })
     }).pipe(Effect.timeout(CLOSE_WAIT), Effect.ignore, Effect.ensuring(Effect.sync(target.close))),
   }
 }
@@ -161,7 +165,7 @@ const fieldValue = (value: unknown): unknown => {
     case "function":
       return String(value)
     default:
-      return value === null ? null : Inspectable.toJSON(value)
+      return value === null ? null : Inspectable.toJson(value)
   }
 }
 
@@ -187,13 +191,15 @@ const stringify = (line: Record<string, unknown>): string => {
  * One log entry as a JSON line: `ts`, `level`, `message`, then the fields —
  * the annotations, and the keys of any plain object among the message parts
  * (`Effect.logInfo("request", { status: 200 })`: fields without the cost of
- * `annotateLogs`, whose `FiberRef` scoping is ~5 µs). Fields never replace
- * ts/level/message (they get a trailing `_`). A cause adds `cause`, log spans `spans`.
+ * `annotateLogs`, which scopes a new context). Fields never replace
+ * ts/level/message (they get a trailing `_`). A cause adds `cause`, log spans
+ * `spans`. Annotations and spans are the logging fiber's
+ * (`References.CurrentLogAnnotations`, `References.CurrentLogSpans`).
  */
-export const formatLine = (options: Logger.Logger.Options<unknown>): string => {
+export const formatLine = (options: Logger.Options<unknown>): string => {
   const line: Record<string, unknown> = {
     ts: isoTime(options.date.getTime()),
-    level: options.logLevel.label.toLowerCase(),
+    level: options.logLevel.toLowerCase(),
     message: "",
   }
   const { message } = options
@@ -206,14 +212,14 @@ export const formatLine = (options: Logger.Logger.Options<unknown>): string => {
     }
   }
   line.message = text
-  if (HashMap.size(options.annotations) > 0) {
-    for (const [key, value] of options.annotations) setField(line, key, value)
-  }
-  if (!Cause.isEmpty(options.cause)) line.cause = Cause.pretty(options.cause, { renderErrorCause: true })
-  if (List.isCons(options.spans)) {
+  const annotations = options.fiber.getRef(References.CurrentLogAnnotations)
+  for (const key in annotations) setField(line, key, annotations[key])
+  if (options.cause.reasons.length > 0) line.cause = Cause.pretty(options.cause)
+  const logSpans = options.fiber.getRef(References.CurrentLogSpans)
+  if (logSpans.length > 0) {
     const spans: Record<string, number> = {}
     const now = options.date.getTime()
-    for (const span of options.spans) spans[span.label] = now - span.startTime
+    for (const [label, startTime] of logSpans) spans[label] = now - startTime
     line.spans = spans
   }
   return stringify(line) + "\n"
@@ -244,8 +250,12 @@ export const makeJsonLogger = (writer: JsonLogWriter) =>
 /** The writer of the JSON logger while its layer is open: `writeRequestLine` writes to it directly. */
 let requestLineWriter: JsonLogWriter | undefined
 
-/** Replaces the default logger with JSON lines on stderr; closing the layer flushes them. */
-export const layer: Layer.Layer<never> = Layer.unwrapScoped(
+/**
+ * Replaces the default logger with JSON lines on stderr (the tracer logger,
+ * which adds log lines to the current span, stays); closing the layer
+ * flushes them.
+ */
+export const layer: Layer.Layer<never> = Layer.unwrap(
   Effect.map(
     Effect.acquireRelease(
       Effect.sync(() => {
@@ -254,14 +264,14 @@ export const layer: Layer.Layer<never> = Layer.unwrapScoped(
         return writer
       }),
       (writer) =>
-        Effect.zipRight(
+        Effect.andThen(
           Effect.sync(() => {
             if (requestLineWriter === writer) requestLineWriter = undefined
           }),
           writer.close,
         ),
     ),
-    (writer) => Logger.replace(Logger.defaultLogger, makeJsonLogger(writer)),
+    (writer) => Logger.layer([makeJsonLogger(writer), Logger.tracerLogger]),
   ),
 )
 
@@ -293,7 +303,7 @@ export const logRequest = (record: UsageRecord): Effect.Effect<void> =>
  * the same line `logRequest` would (request fibers carry no annotations or
  * spans), and returns true; returns false when another logger is in place
  * (the caller then uses `logRequest`). Once per request, so it skips
- * Effect's logger: that copies the fiber's `FiberRef` map on every call.
+ * Effect's logger and its per-line work.
  * `ms`: the time of the line, epoch ms. The JSON log is the process's:
  * while its layer is open, every gateway in the process writes its request
  * lines there, whatever logger its own runtime has (only tests run a

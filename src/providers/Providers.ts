@@ -12,13 +12,13 @@ import { buildVertex } from "./vertex.js"
 const KEEP_ALIVE_MS = 30_000
 
 /** Every configured provider's adapter, by provider name. */
-export class Providers extends Context.Tag("tollgate/Providers")<
+export class Providers extends Context.Service<
   Providers,
   { readonly get: (name: string) => ProviderAdapter }
->() {}
+>()("tollgate/Providers") {}
 
 const secret = (env: string) =>
-  EffectConfig.redacted(env).pipe(
+  EffectConfig.Redacted(env).pipe(
     Effect.map(Redacted.value),
     Effect.orElseSucceed(() => ""),
   )
@@ -68,7 +68,7 @@ const makeAdapter = (config: ProviderConfig, dispatcher: (connectMs: number) => 
   })
 
 /** Builds one adapter per provider, each with keep-alive undici pools that close with the layer. */
-export const layer = Layer.scoped(
+export const layer = Layer.effect(
   Providers,
   Effect.gen(function* () {
     const config = yield* Config

@@ -1,4 +1,4 @@
-import { Context, Effect, Layer } from "effect"
+import { Clock, Context, Effect, Layer } from "effect"
 import { Config } from "../config/Config.js"
 import type { BreakerConfig } from "../config/model.js"
 import { MAX_RETRY_AFTER_MS } from "./rules.js"
@@ -153,13 +153,15 @@ export const makeBreakers = (config: BreakerConfig, now: () => number) => {
   return { acquire, record, cooldown, view }
 }
 
-export class Breakers extends Context.Tag("tollgate/Breakers")<Breakers, ReturnType<typeof makeBreakers>>() {}
+export class Breakers extends Context.Service<Breakers, ReturnType<typeof makeBreakers>>()(
+  "tollgate/reliability/Breakers",
+) {}
 
 export const layer = Layer.effect(
   Breakers,
   Effect.gen(function* () {
     const config = yield* Config
-    const clock = yield* Effect.clock
-    return makeBreakers(config.breaker, () => clock.unsafeCurrentTimeMillis())
+    const clock = yield* Clock.Clock
+    return makeBreakers(config.breaker, () => clock.currentTimeMillisUnsafe())
   }),
 )

@@ -1,4 +1,4 @@
-import { Context, Effect, Layer } from "effect"
+import { Clock, Context, Effect, Layer } from "effect"
 import { Config } from "../config/Config.js"
 import { Window } from "./Window.js"
 
@@ -14,7 +14,7 @@ const EXTRA = 1
  * exceed 10 + `retry.budget_ratio` × requests in the recent minute.
  * Skipped targets do not consume it. A restart clears it.
  */
-export class RetryBudget extends Context.Tag("tollgate/RetryBudget")<
+export class RetryBudget extends Context.Service<
   RetryBudget,
   {
     /** Counts one request that reached the attempt loop. */
@@ -24,10 +24,10 @@ export class RetryBudget extends Context.Tag("tollgate/RetryBudget")<
     /** Extra attempts still permitted now. */
     readonly remaining: () => number
   }
->() {}
+>()("tollgate/reliability/RetryBudget") {}
 
 /** The budget arithmetic, for a given ratio; `now` in epoch ms. */
-export const makeRetryBudget = (ratio: number, now: () => number): RetryBudget["Type"] => {
+export const makeRetryBudget = (ratio: number, now: () => number): RetryBudget["Service"] => {
   const window = new Window(2)
   // Whole attempts; the 1e-6 absorbs float error (0.57 × 200 is 113.99999999999999, not 114).
   const allowed = (t: number) =>
@@ -48,7 +48,7 @@ export const layer = Layer.effect(
   RetryBudget,
   Effect.gen(function* () {
     const config = yield* Config
-    const clock = yield* Effect.clock
-    return makeRetryBudget(config.retry.budgetRatio, () => clock.unsafeCurrentTimeMillis())
+    const clock = yield* Clock.Clock
+    return makeRetryBudget(config.retry.budgetRatio, () => clock.currentTimeMillisUnsafe())
   }),
 )

@@ -1,4 +1,4 @@
-import { Either } from "effect"
+import { Result } from "effect"
 import { describe, expect, it } from "vitest"
 import { parseInstant, parseUsageQuery } from "../../src/admin/params.js"
 
@@ -8,8 +8,8 @@ const parse = (query: string) => parseUsageQuery(new URLSearchParams(query))
 
 const error = (query: string) => {
   const result = parse(query)
-  if (Either.isRight(result)) throw new Error(`expected ${query} to be refused`)
-  return { param: result.left.param, message: result.left.message }
+  if (Result.isSuccess(result)) throw new Error(`expected ${query} to be refused`)
+  return { param: result.failure.param, message: result.failure.message }
 }
 
 describe("parseInstant", () => {
@@ -50,7 +50,7 @@ describe("parseInstant", () => {
 describe("parseUsageQuery", () => {
   it("reads every parameter and treats empty ones as absent", () => {
     expect(parse("tenant=acme&since=2026-12-01&until=2026-12-02&group_by=day")).toEqual(
-      Either.right({
+      Result.succeed({
         tenant: "acme",
         since: Date.parse("2026-12-01T00:00:00Z"),
         until: Date.parse("2026-12-02T00:00:00Z"),
@@ -58,7 +58,7 @@ describe("parseUsageQuery", () => {
       }),
     )
     expect(parse("tenant=&since=&until=&group_by=")).toEqual(
-      Either.right({ tenant: undefined, since: undefined, until: undefined, groupBy: undefined }),
+      Result.succeed({ tenant: undefined, since: undefined, until: undefined, groupBy: undefined }),
     )
   })
 
@@ -81,6 +81,6 @@ describe("parseUsageQuery", () => {
   })
 
   it("accepts since equal to until (an empty range)", () => {
-    expect(Either.isRight(parse("since=2026-12-01T00:00:00Z&until=2026-12-01"))).toBe(true)
+    expect(Result.isSuccess(parse("since=2026-12-01T00:00:00Z&until=2026-12-01"))).toBe(true)
   })
 })

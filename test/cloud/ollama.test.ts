@@ -1,8 +1,9 @@
-import { ConfigProvider, Effect, Either } from "effect"
+import { Effect, Result } from "effect"
 import OpenAI from "openai"
 import { join } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
 import { decodeConfig } from "../../src/config/load.js"
+import { withEnv } from "../support/env.js"
 import { startHarness, UPSTREAM_KEY_ENV, type Harness } from "../support/harness.js"
 
 /** Local models through Ollama's OpenAI-compatible endpoint (the fake provider speaks it). */
@@ -100,27 +101,18 @@ describe("config validate and unpriced cloud targets", () => {
   })
   const decode = (kind: "vertex" | "ollama") =>
     Effect.runPromise(
-      Effect.either(
+      Effect.result(
         decodeConfig(raw(kind), { path: "/tmp/tollgate.yaml", mode: "validate", prices: { prices: [] } }),
-      ).pipe(
-        Effect.withConfigProvider(
-          ConfigProvider.fromMap(
-            new Map([
-              ["T", "x"],
-              [UPSTREAM_KEY_ENV, "x"],
-            ]),
-          ),
-        ),
-      ),
+      ).pipe(withEnv({ T: "x", [UPSTREAM_KEY_ENV]: "x" })),
     )
 
   it("a tenant with a budget that can reach an unpriced Vertex target is an error", async () => {
     const result = await decode("vertex")
-    expect(Either.isLeft(result)).toBe(true)
-    if (Either.isLeft(result)) expect(result.left.problems.join("\n")).toContain("routes.r.targets[0]")
+    expect(Result.isFailure(result)).toBe(true)
+    if (Result.isFailure(result)) expect(result.failure.problems.join("\n")).toContain("routes.r.targets[0]")
   })
 
   it("an unpriced Ollama target is not", async () => {
-    expect(Either.isRight(await decode("ollama"))).toBe(true)
+    expect(Result.isSuccess(await decode("ollama"))).toBe(true)
   })
 })

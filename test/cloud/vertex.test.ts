@@ -1,6 +1,7 @@
 import Anthropic from "@anthropic-ai/sdk"
 import { assert, describe as effectDescribe, it as effectIt } from "@effect/vitest"
-import { Effect, TestClock } from "effect"
+import { Effect } from "effect"
+import { TestClock } from "effect/testing"
 import { mkdtempSync, writeFileSync } from "node:fs"
 import { createServer, type Server } from "node:http"
 import { tmpdir } from "node:os"
@@ -176,7 +177,7 @@ const tokenServer = async () => {
 }
 
 effectDescribe("Application Default Credentials, offline", () => {
-  effectIt.scoped("ADC: the token is fetched once, reused, and refreshed 5 minutes before it expires", () =>
+  effectIt.effect("ADC: the token is fetched once, reused, and refreshed 5 minutes before it expires", () =>
     Effect.gen(function* () {
       yield* TestClock.setTime(Date.now())
       const tokens = yield* Effect.acquireRelease(Effect.promise(tokenServer), (t) => Effect.promise(t.close))

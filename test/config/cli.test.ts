@@ -1,33 +1,29 @@
 import { mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { Command } from "@effect/cli"
-import { NodeContext } from "@effect/platform-node"
-import { afterEach, assert, beforeEach, describe, it, vi } from "@effect/vitest"
-import { ConfigProvider, Effect, Either, Option } from "effect"
+import { NodeServices } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { ConfigProvider, Effect, Layer, Option, Result } from "effect"
+import { Command } from "effect/cli"
+import { TestConsole } from "effect/testing"
 import { configCommand } from "../../src/cli/configCommand.js"
+import * as Help from "../../src/cli/help.js"
 import { keysCommand } from "../../src/cli/keysCommand.js"
 import { defaultConfigPath, resolveConfigPath } from "../../src/cli/options.js"
 import { hashKey } from "../../src/keys/keys.js"
 
-const run = <Name extends string, R, E, A>(
-  command: Command.Command<Name, R, E, A>,
+const run = <Name extends string, Input, ContextInput, E>(
+  command: Command.Command<Name, Input, ContextInput, E>,
   args: ReadonlyArray<string>,
 ) =>
-  Command.run(command, { name: "tollgate", version: "test" })(["node", "tollgate", ...args]).pipe(
-    Effect.provide(NodeContext.layer),
+  Command.runWith(command, { version: "test" })(args).pipe(
+    Effect.provide(Layer.merge(NodeServices.layer, Help.layer)),
   )
 
-let out: Array<string> = []
-let err: Array<string> = []
-beforeEach(() => {
-  out = []
-  err = []
-  vi.spyOn(console, "log").mockImplementation((...args: Array<unknown>) => void out.push(args.join(" ")))
-  vi.spyOn(console, "error").mockImplementation((...args: Array<unknown>) => void err.push(args.join(" ")))
-})
-afterEach(() => {
-  vi.restoreAllMocks()
+/** What the test has printed so far with `Console.log` (`out`) and `Console.error` (`err`): `it.effect` provides a `TestConsole`. */
+const printed = Effect.all({
+  out: Effect.map(TestConsole.logLines, (lines) => lines.map(String)),
+  err: Effect.map(TestConsole.errorLines, (lines) => lines.map(String)),
 })
 
 const writeConfig = (text: string) => {
@@ -40,7 +36,8 @@ const writeConfig = (text: string) => {
 describe("resolveConfigPath", () => {
   it.effect("prefers --config, then TOLLGATE_CONFIG, then config/tollgate.yaml", () =>
     Effect.gen(function* () {
-      const env = (map: Record<string, string>) => Effect.withConfigProvider(ConfigProvider.fromJson(map))
+      const env = (map: Record<string, string>) =>
+        Effect.provideService(ConfigProvider.ConfigProvider, ConfigProvider.fromEnv({ env: map }))
       const fromEnv = { TOLLGATE_CONFIG: "/etc/tg.yaml" }
       assert.strictEqual(yield* resolveConfigPath(Option.some("a.yaml")).pipe(env(fromEnv)), "a.yaml")
       assert.strictEqual(yield* resolveConfigPath(Option.none()).pipe(env(fromEnv)), "/etc/tg.yaml")
@@ -58,6 +55,7 @@ describe("tollgate config validate", () => {
     Effect.gen(function* () {
       const path = writeConfig("providers: { openai: { kind: openai, api_key_env: TG_CLI_UNSET_KEY } }\n")
       yield* run(configCommand, ["validate", "--config", path])
+      const { out, err } = yield* printed
       assert.deepStrictEqual(out, [
         "ok",
         "warning: providers.openai.api_key_env: environment variable TG_CLI_UNSET_KEY is unset or empty",
@@ -71,8 +69,9 @@ describe("tollgate config validate", () => {
       const path = writeConfig(
         "routes:\n  claude: { api: anthropic, targets: [{ provider: foo, model: m }] }\nserver: { listen: nope }\n",
       )
-      const result = yield* Effect.either(run(configCommand, ["validate", "--config", path]))
-      assert.isTrue(Either.isLeft(result) && result.left._tag === "ConfigInvalid")
+      const result = yield* Effect.result(run(configCommand, ["validate", "--config", path]))
+      assert.isTrue(Result.isFailure(result) && result.failure._tag === "ConfigInvalid")
+      const { out, err } = yield* printed
       assert.deepStrictEqual(err, [
         "server.listen: must be host:port with a port from 0 to 65535, e.g. 127.0.0.1:8080 or [::1]:8080",
         'routes.claude.targets[0].provider: unknown provider "foo"',
@@ -86,6 +85,7 @@ describe("tollgate keys create", () => {
   it.effect("prints a new secret and the entry with its hash", () =>
     Effect.gen(function* () {
       yield* run(keysCommand, ["create", "--tenant", "acme", "--id", "ci"])
+      const { out } = yield* printed
       const text = out.join("\n")
       const secret = /tg_[0-9A-Za-z]{32}/.exec(text)?.[0]
       assert.isDefined(secret)
@@ -96,6 +96,7 @@ describe("tollgate keys create", () => {
   it.effect("makes a key id when --id is absent", () =>
     Effect.gen(function* () {
       yield* run(keysCommand, ["create", "--tenant", "acme"])
+      const { out } = yield* printed
       assert.match(out.join("\n"), /\n- id: key-[0-9a-z]{8}\n {2}sha256: [0-9a-f]{64}$/)
     }),
   )
@@ -103,6 +104,7 @@ describe("tollgate keys create", () => {
   it.effect("--help names the options and what the command does", () =>
     Effect.gen(function* () {
       yield* run(keysCommand, ["create", "--help"])
+      const { out } = yield* printed
       const help = out.join("\n")
       assert.include(help, "create --tenant NAME [--id ID]")
       assert.include(help, "prints the secret once")
@@ -111,8 +113,9 @@ describe("tollgate keys create", () => {
 
   it.effect("refuses a run without --tenant", () =>
     Effect.gen(function* () {
-      const result = yield* Effect.either(run(keysCommand, ["create"]))
-      assert.isTrue(Either.isLeft(result))
+      const result = yield* Effect.result(run(keysCommand, ["create"]))
+      assert.isTrue(Result.isFailure(result))
+      const { out } = yield* printed
       assert.notMatch(out.join("\n"), /tg_/)
     }),
   )

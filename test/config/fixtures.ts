@@ -1,4 +1,4 @@
-import { ConfigProvider, Effect, Either } from "effect"
+import { ConfigProvider, Effect, Result } from "effect"
 import { decodeConfig, type DecodeOptions, type Loaded } from "../../src/config/decode.js"
 import type { ConfigInvalid } from "../../src/config/problems.js"
 
@@ -42,14 +42,14 @@ export const decode = (raw: unknown, options: Options = {}): Effect.Effect<Loade
     prices: PRICES,
     cwd: "/srv/tollgate",
     ...rest,
-  }).pipe(Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))))
+  }).pipe(Effect.provideService(ConfigProvider.ConfigProvider, ConfigProvider.fromEnv({ env })))
 }
 
 /** The problems of a config that must fail (an empty list if it decoded). */
 export const problemsOf = (raw: unknown, options: Options = {}): Effect.Effect<ReadonlyArray<string>> =>
   Effect.map(
-    Effect.either(decode(raw, options)),
-    Either.match({ onLeft: (e) => e.problems, onRight: () => [] }),
+    Effect.result(decode(raw, options)),
+    Result.match({ onFailure: (e) => e.problems, onSuccess: () => [] }),
   )
 
 /**

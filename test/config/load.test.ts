@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { assert, describe, it } from "@effect/vitest"
-import { ConfigProvider, Effect, Either, Layer, Logger } from "effect"
+import { ConfigProvider, Effect, Layer, Logger, Result } from "effect"
 import { Config, makeTestConfig } from "../../src/config/Config.js"
 import { decodeConfig, loadConfig } from "../../src/config/load.js"
 import { HASH_A } from "./fixtures.js"
@@ -35,13 +35,14 @@ const setup = (extra: string, files: Record<string, string> = { "etc/pricing.yam
   return { dir, path: join(dir, "etc/tollgate.yaml") }
 }
 
-const withEnv = (env: Record<string, string>) => Effect.withConfigProvider(ConfigProvider.fromJson(env))
+const withEnv = (env: Record<string, string>) =>
+  Effect.provideService(ConfigProvider.ConfigProvider, ConfigProvider.fromEnv({ env }))
 const KEY_ENV = { TG_LOAD_TEST_KEY: "sk-test" }
 
 const problemsOf = <A>(effect: Effect.Effect<A, { readonly problems: ReadonlyArray<string> }>) =>
   Effect.map(
-    Effect.either(effect),
-    Either.match({ onLeft: (e) => e.problems, onRight: () => [] as ReadonlyArray<string> }),
+    Effect.result(effect),
+    Result.match({ onFailure: (e) => e.problems, onSuccess: () => [] as ReadonlyArray<string> }),
   )
 
 describe("loadConfig", () => {
@@ -170,11 +171,11 @@ describe("Config service", () => {
       const { path } = setup("pricing: { file: pricing.yaml }\n")
       const logged: Array<string> = []
       const logger = Logger.make(({ logLevel, message }) => {
-        logged.push(`${logLevel.label} ${String(message)}`)
+        logged.push(`${logLevel.toUpperCase()} ${String(message)}`)
       })
       const config = yield* Config.pipe(
         Effect.provide(Config.layer(path, "validate")),
-        Effect.provide(Logger.replace(Logger.defaultLogger, logger)),
+        Effect.provide(Logger.layer([logger])),
         withEnv({}),
       )
       assert.strictEqual(config.routes.size, 1)

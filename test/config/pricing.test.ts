@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Either } from "effect"
+import { Result } from "effect"
 import type { PriceEntry, ProviderConfig } from "../../src/config/model.js"
 import { decodePriceTable, priceFor } from "../../src/config/pricing.js"
 
@@ -22,7 +22,7 @@ const vertex: ProviderConfig = {
 const local: ProviderConfig = { name: "local", kind: "ollama", baseUrl: "http://localhost:11434" }
 
 const table = (rows: ReadonlyArray<unknown>): ReadonlyArray<PriceEntry> =>
-  Either.getOrThrow(decodePriceTable({ prices: rows }, FILE))
+  Result.getOrThrow(decodePriceTable({ prices: rows }, FILE))
 
 describe("price table", () => {
   it("converts USD per million tokens to micro-USD per million tokens", () => {
@@ -74,7 +74,7 @@ describe("price table", () => {
     )
     assert.deepStrictEqual(
       result,
-      Either.left([
+      Result.fail([
         "prices[1].cache_reed: unknown key (expected one of: provider, model, input, output, cache_read, cache_write)",
         "prices[1].input: must be a non-negative number of USD, e.g. 5 or 0.25",
         "prices[2].model: is required",
@@ -86,13 +86,13 @@ describe("price table", () => {
   it("reports problems outside prices against pricing.file", () => {
     assert.deepStrictEqual(
       decodePriceTable({ prices: [], currency: "USD" }, FILE),
-      Either.left([
+      Result.fail([
         "pricing.file: /etc/tollgate/pricing.yaml: currency: unknown key (expected one of: prices)",
       ]),
     )
     assert.deepStrictEqual(
       decodePriceTable("prices", FILE),
-      Either.left(["pricing.file: /etc/tollgate/pricing.yaml: must be a mapping with a prices list"]),
+      Result.fail(["pricing.file: /etc/tollgate/pricing.yaml: must be a mapping with a prices list"]),
     )
   })
 
@@ -109,7 +109,7 @@ describe("price table", () => {
     )
     assert.deepStrictEqual(
       result,
-      Either.left(['prices[2]: duplicate price for model "m", first at prices[0]']),
+      Result.fail(['prices[2]: duplicate price for model "m", first at prices[0]']),
     )
   })
 })

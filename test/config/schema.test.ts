@@ -1,11 +1,11 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Either, Schema } from "effect"
+import { Effect, Result, Schema } from "effect"
 import { BaseUrl, Duration, Listen, Sha256Hex, UsdToMicro } from "../../src/config/primitives.js"
 import { parseOptions } from "../../src/config/schema.js"
 import { baseConfig, decode, HASH_A, patch, problemsOf } from "./fixtures.js"
 
-const decodeLeaf = <A, I>(schema: Schema.Schema<A, I>, value: unknown) =>
-  Schema.decodeUnknownEither(schema)(value, parseOptions)
+const decodeLeaf = <A>(schema: Schema.Decoder<A>, value: unknown) =>
+  Schema.decodeUnknownResult(schema)(value, parseOptions)
 
 describe("durations", () => {
   it("convert each unit to milliseconds", () => {
@@ -17,12 +17,12 @@ describe("durations", () => {
       ["0s", 0],
       ["1.5s", 1_500],
     ]
-    for (const [text, ms] of cases) assert.deepStrictEqual(decodeLeaf(Duration, text), Either.right(ms))
+    for (const [text, ms] of cases) assert.deepStrictEqual(decodeLeaf(Duration, text), Result.succeed(ms))
   })
 
   it("reject bare numbers, unknown units, signs and spaces inside", () => {
     for (const bad of [30, "30", "5d", "5 s", "-5s", "s", "", null, "1h30m"]) {
-      assert.isTrue(Either.isLeft(decodeLeaf(Duration, bad)), JSON.stringify(bad))
+      assert.isTrue(Result.isFailure(decodeLeaf(Duration, bad)), JSON.stringify(bad))
     }
   })
 
@@ -52,12 +52,13 @@ describe("money", () => {
       [0.3, 300_000],
       [0, 0],
     ]
-    for (const [usd, micro] of cases) assert.deepStrictEqual(decodeLeaf(UsdToMicro, usd), Either.right(micro))
+    for (const [usd, micro] of cases)
+      assert.deepStrictEqual(decodeLeaf(UsdToMicro, usd), Result.succeed(micro))
   })
 
   it("rejects negatives, strings and non-finite numbers", () => {
     for (const bad of [-1, "5", Number.POSITIVE_INFINITY, Number.NaN, null]) {
-      assert.isTrue(Either.isLeft(decodeLeaf(UsdToMicro, bad)), String(bad))
+      assert.isTrue(Result.isFailure(decodeLeaf(UsdToMicro, bad)), String(bad))
     }
   })
 
@@ -79,33 +80,33 @@ describe("leaf values", () => {
   it("listen accepts host:port, port 0 and bracketed IPv6", () => {
     assert.deepStrictEqual(
       decodeLeaf(Listen, "127.0.0.1:8080"),
-      Either.right({ host: "127.0.0.1", port: 8080 }),
+      Result.succeed({ host: "127.0.0.1", port: 8080 }),
     )
-    assert.deepStrictEqual(decodeLeaf(Listen, "localhost:0"), Either.right({ host: "localhost", port: 0 }))
-    assert.deepStrictEqual(decodeLeaf(Listen, "[::1]:65535"), Either.right({ host: "::1", port: 65535 }))
+    assert.deepStrictEqual(decodeLeaf(Listen, "localhost:0"), Result.succeed({ host: "localhost", port: 0 }))
+    assert.deepStrictEqual(decodeLeaf(Listen, "[::1]:65535"), Result.succeed({ host: "::1", port: 65535 }))
     for (const bad of ["8080", 8080, "host:65536", ":8080", "::1:8080", "host:-1", "host:port"]) {
-      assert.isTrue(Either.isLeft(decodeLeaf(Listen, bad)), String(bad))
+      assert.isTrue(Result.isFailure(decodeLeaf(Listen, bad)), String(bad))
     }
   })
 
   it("base_url drops trailing slashes and needs http or https", () => {
     assert.deepStrictEqual(
       decodeLeaf(BaseUrl, "http://127.0.0.1:8091/"),
-      Either.right("http://127.0.0.1:8091"),
+      Result.succeed("http://127.0.0.1:8091"),
     )
     assert.deepStrictEqual(
       decodeLeaf(BaseUrl, "https://proxy.example/v//"),
-      Either.right("https://proxy.example/v"),
+      Result.succeed("https://proxy.example/v"),
     )
     for (const bad of ["ftp://x", "localhost:11434", "", 5]) {
-      assert.isTrue(Either.isLeft(decodeLeaf(BaseUrl, bad)), String(bad))
+      assert.isTrue(Result.isFailure(decodeLeaf(BaseUrl, bad)), String(bad))
     }
   })
 
   it("sha256 accepts upper case and stores lower case", () => {
-    assert.deepStrictEqual(decodeLeaf(Sha256Hex, "AB".repeat(32)), Either.right("ab".repeat(32)))
-    assert.isTrue(Either.isLeft(decodeLeaf(Sha256Hex, "ab".repeat(31))))
-    assert.isTrue(Either.isLeft(decodeLeaf(Sha256Hex, "g".repeat(64))))
+    assert.deepStrictEqual(decodeLeaf(Sha256Hex, "AB".repeat(32)), Result.succeed("ab".repeat(32)))
+    assert.isTrue(Result.isFailure(decodeLeaf(Sha256Hex, "ab".repeat(31))))
+    assert.isTrue(Result.isFailure(decodeLeaf(Sha256Hex, "g".repeat(64))))
   })
 })
 

@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, TestClock } from "effect"
+import { Effect } from "effect"
+import { TestClock } from "effect/testing"
 import {
   Deadlines,
   layer,
@@ -27,7 +28,7 @@ const deadline = (now: number, totalBy: number, expire: (kind: TimeoutKind) => v
 })
 
 describe("Deadlines", () => {
-  it.scoped(
+  it.effect(
     "expires what is overdue, once, and skips a deadline an earlier expiry of the same sweep settled",
     () =>
       Effect.gen(function* () {
@@ -55,7 +56,7 @@ describe("Deadlines", () => {
       }).pipe(Effect.provide(layer)),
   )
 
-  it.scoped("sums the bytes the open relays hold, and forgets unregistered ones", () =>
+  it.effect("sums the bytes the open relays hold, and forgets unregistered ones", () =>
     Effect.gen(function* () {
       const deadlines = yield* Deadlines
       const now = deadlines.now()

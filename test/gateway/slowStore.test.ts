@@ -26,8 +26,8 @@ const slow = (inner: StoreService, delays: { admit?: number; settle?: number; ex
       // The store call completes (a Redis script runs even when its caller stops waiting), then the answer is late.
       admit: (r) =>
         Effect.flatMap(inner.admit(r), (x) => Effect.as(Effect.sleep(`${delays.admit ?? 0} millis`), x)),
-      settle: (r) => Effect.zipRight(Effect.sleep(`${delays.settle ?? 0} millis`), inner.settle(r)),
-      extend: (r) => Effect.zipRight(Effect.sleep(`${delays.extend ?? 0} millis`), inner.extend(r)),
+      settle: (r) => Effect.andThen(Effect.sleep(`${delays.settle ?? 0} millis`), inner.settle(r)),
+      extend: (r) => Effect.andThen(Effect.sleep(`${delays.extend ?? 0} millis`), inner.extend(r)),
     }),
   )
 

@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Layer, TestClock } from "effect"
+import { Context, Effect, Layer } from "effect"
+import { TestClock } from "effect/testing"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -75,7 +76,7 @@ const threeCopies = (
 
 for (const kind of ["memory", "redis"] as const) {
   describe(`TestThreeCopiesShareOneLimit (${kind})`, () => {
-    it.scoped("180 parallel requests, 60 to each copy, admit exactly 50", () =>
+    it.effect("180 parallel requests, 60 to each copy, admit exactly 50", () =>
       Effect.gen(function* () {
         yield* TestClock.setTime(START + 10_000)
         const { urls, key } = yield* threeCopies(kind, { limits: { requests_per_minute: 50 } })
@@ -88,7 +89,7 @@ for (const kind of ["memory", "redis"] as const) {
       }),
     )
 
-    it.scoped(
+    it.effect(
       "3 requests a second for 4 minutes: no calendar minute over the limit, no 60 s over twice it",
       () =>
         Effect.gen(function* () {
@@ -121,7 +122,7 @@ for (const kind of ["memory", "redis"] as const) {
   })
 
   describe(`TestWorstCaseOverspend (${kind})`, () => {
-    it.scoped(
+    it.effect(
       "120 parallel requests against one hard budget: 44 admitted, spend 89,012 within the bound 89,200",
       () =>
         Effect.gen(function* () {

@@ -1,6 +1,7 @@
 /** The budget and session cases of the store conformance suite (`storeSuite`). */
 import { assert } from "@effect/vitest"
-import { Clock, Effect, TestClock } from "effect"
+import { Clock, Effect } from "effect"
+import { TestClock } from "effect/testing"
 import { SESSION_TTL_MS, Store } from "../../src/limits/Store.js"
 import { admitted, HOUR, hard, refusedWith, soft, type StoreTest } from "./store.fixture.js"
 

@@ -5,7 +5,8 @@
  * sessions in `store.budgets.ts`.
  */
 import { assert, describe } from "@effect/vitest"
-import { Effect, type Layer, TestClock } from "effect"
+import { Effect, type Layer } from "effect"
+import { TestClock } from "effect/testing"
 import type { Store } from "../../src/limits/Store.js"
 import { budgetCases } from "./store.budgets.js"
 import { admitted, admitUntilRefused, hard, refusedWith, storeTest } from "./store.fixture.js"

@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, TestClock } from "effect"
+import { Effect } from "effect"
+import { TestClock } from "effect/testing"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -35,7 +36,7 @@ const restoredState = (file: string, now: number, tenants: ReadonlyArray<string>
   })
 
 describe("memory store restore from the usage file", () => {
-  it.scoped("restores current-month spend and 24-hour sessions; skips last month and a torn last line", () =>
+  it.effect("restores current-month spend and 24-hour sessions; skips last month and a torn last line", () =>
     Effect.gen(function* () {
       const file = yield* usageFile([
         record("2026-11-30T23:00:00.000Z", "acme", 5_000, "s-november"),
@@ -61,7 +62,7 @@ describe("memory store restore from the usage file", () => {
     }),
   )
 
-  it.scoped(
+  it.effect(
     "a session of the last 24 h that began last month keeps its spend; the new month starts at 0",
     () =>
       Effect.gen(function* () {
@@ -78,7 +79,7 @@ describe("memory store restore from the usage file", () => {
       }),
   )
 
-  it.scoped(
+  it.effect(
     "restored session spend counts against a hard session budget and ends 24 h after its last request",
     () =>
       Effect.gen(function* () {
@@ -125,7 +126,7 @@ describe("settling in one step (ADR 0035)", () => {
       assert.isDefined(settleNowOf(yield* Effect.provide(Store, layerMemory())))
       const file = yield* usageFile([])
       assert.isDefined(settleNowOf(yield* Effect.provide(Store, layerMemory({ usageFile: file }))))
-    }).pipe(Effect.scoped),
+    }),
   )
 
   it("a wrapper around it does not: its own settle (slow, counting, failing) is the one that runs", () => {

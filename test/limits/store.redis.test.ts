@@ -1,5 +1,5 @@
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
-import { Clock, Context, Effect, Either, Layer, Schedule } from "effect"
+import { Clock, Context, Effect, Layer, Result, Schedule } from "effect"
 import { Redis } from "ioredis"
 import { Socket } from "node:net"
 import { layerRedis } from "../../src/limits/redisStore.js"
@@ -82,11 +82,11 @@ const admitWhenBack = (tenant: string) =>
     const now = yield* Clock.currentTimeMillis
     return yield* store
       .admit(request(tenant, now))
-      .pipe(Effect.retry(Schedule.spaced("100 millis").pipe(Schedule.upTo("15 seconds"))))
+      .pipe(Effect.retry(Schedule.spaced("100 millis").pipe(Schedule.upTo({ duration: "15 seconds" }))))
   })
 
 describe("Redis store", () => {
-  it.scoped("every key carries the tenant as its hash tag, encoded so braces cannot break it", () =>
+  it.effect("every key carries the tenant as its hash tag, encoded so braces cannot break it", () =>
     Effect.gen(function* () {
       const store = yield* Store
       const tenant = "we}ird{tenant"
@@ -121,16 +121,16 @@ describe("Redis store", () => {
     }).pipe(Effect.provide(layerRedis(redis.url))),
   )
 
-  it.scopedLive("the layer builds while Redis is down, fails fast, and recovers when Redis is back", () =>
+  it.live("the layer builds while Redis is down, fails fast, and recovers when Redis is back", () =>
     Effect.gen(function* () {
       yield* Effect.promise(() => redis.stop())
       const url = `redis://:s3cret-pass@127.0.0.1:${redis.port}/0`
       const store = Context.get(yield* Layer.build(layerRedis(url)), Store)
       const started = yield* Clock.currentTimeMillis
-      const result = yield* Effect.either(store.admit(request("down-at-start", started)))
+      const result = yield* Effect.result(store.admit(request("down-at-start", started)))
       const elapsed = (yield* Clock.currentTimeMillis) - started
-      assert.isTrue(Either.isLeft(result) && result.left instanceof StoreError)
-      if (Either.isLeft(result)) assert.notInclude(result.left.message, "s3cret")
+      assert.isTrue(Result.isFailure(result) && result.failure instanceof StoreError)
+      if (Result.isFailure(result)) assert.notInclude(result.failure.message, "s3cret")
       assert.isBelow(elapsed, 2_000)
       yield* Effect.promise(() => redis.restart())
       const back = yield* admitWhenBack("down-at-start").pipe(Effect.provideService(Store, store))
@@ -138,7 +138,7 @@ describe("Redis store", () => {
     }),
   )
 
-  it.scoped("the calls of one event-loop turn go to Redis in one write, and each gets its own answer", () =>
+  it.effect("the calls of one event-loop turn go to Redis in one write, and each gets its own answer", () =>
     Effect.gen(function* () {
       const store = yield* Store
       // The scripts are loaded on the connection: what follows are plain EVALSHA calls.
@@ -162,7 +162,7 @@ describe("Redis store", () => {
     }).pipe(Effect.provide(layerRedis(redis.url))),
   )
 
-  it.scoped(
+  it.effect(
     "a batch whose scripts Redis forgot (SCRIPT FLUSH) is resent, in order, and every call succeeds",
     () =>
       Effect.gen(function* () {
@@ -178,40 +178,38 @@ describe("Redis store", () => {
       }).pipe(Effect.provide(layerRedis(redis.url))),
   )
 
-  it.scopedLive(
-    "a connection lost while a batch is held fails the batch at once, and the next batch works",
-    () =>
-      Effect.gen(function* () {
-        const store = yield* Store
-        yield* store.admit(request("lost", 120_000))
-        // The connection breaks right after the store held it for this turn's batch.
-        const socket = Socket.prototype
-        const cork = socket.cork
-        let broken = false
-        socket.cork = function (this: Socket) {
-          cork.call(this)
-          if (!broken && this.remotePort === redis.port) {
-            broken = true
-            queueMicrotask(() => this.destroy())
-          }
+  it.live("a connection lost while a batch is held fails the batch at once, and the next batch works", () =>
+    Effect.gen(function* () {
+      const store = yield* Store
+      yield* store.admit(request("lost", 120_000))
+      // The connection breaks right after the store held it for this turn's batch.
+      const socket = Socket.prototype
+      const cork = socket.cork
+      let broken = false
+      socket.cork = function (this: Socket) {
+        cork.call(this)
+        if (!broken && this.remotePort === redis.port) {
+          broken = true
+          queueMicrotask(() => this.destroy())
         }
-        const started = yield* Clock.currentTimeMillis
-        const results = yield* inOneTurn(40, () => Effect.either(store.admit(request("lost", 120_000)))).pipe(
-          Effect.ensuring(Effect.sync(() => (socket.cork = cork))),
-        )
-        assert.isTrue(broken)
-        assert.isTrue(results.every((r) => Either.isLeft(r) && r.left._tag === "StoreError"))
-        assert.isBelow((yield* Clock.currentTimeMillis) - started, 1_000)
-        assert.strictEqual((yield* admitWhenBack("lost"))._tag, "Admitted")
-        const writes = yield* countWritesTo(redis.port)
-        const again = yield* inOneTurn(10, () => store.admit(request("lost", 120_000)))
-        writes.stop()
-        assert.isTrue(again.every((r) => r._tag === "Admitted"))
-        assert.deepStrictEqual(writes.counts, { writes: 0, writevs: 1, chunks: 10 })
-      }).pipe(Effect.provide(layerRedis(redis.url))),
+      }
+      const started = yield* Clock.currentTimeMillis
+      const results = yield* inOneTurn(40, () => Effect.result(store.admit(request("lost", 120_000)))).pipe(
+        Effect.ensuring(Effect.sync(() => (socket.cork = cork))),
+      )
+      assert.isTrue(broken)
+      assert.isTrue(results.every((r) => Result.isFailure(r) && r.failure._tag === "StoreError"))
+      assert.isBelow((yield* Clock.currentTimeMillis) - started, 1_000)
+      assert.strictEqual((yield* admitWhenBack("lost"))._tag, "Admitted")
+      const writes = yield* countWritesTo(redis.port)
+      const again = yield* inOneTurn(10, () => store.admit(request("lost", 120_000)))
+      writes.stop()
+      assert.isTrue(again.every((r) => r._tag === "Admitted"))
+      assert.deepStrictEqual(writes.counts, { writes: 0, writevs: 1, chunks: 10 })
+    }).pipe(Effect.provide(layerRedis(redis.url))),
   )
 
-  it.scopedLive(
+  it.live(
     "a Redis that stops answering fails every operation in flight within 2 s and is used again once it answers",
     () =>
       Effect.gen(function* () {
@@ -223,19 +221,19 @@ describe("Redis store", () => {
         assert.strictEqual(yield* Effect.promise(() => raw.call("CLIENT", "PAUSE", "3000", "ALL")), "OK")
         const started = yield* Clock.currentTimeMillis
         const results = yield* inOneTurn(20, (i) =>
-          Effect.either<unknown, StoreError, never>(
+          Effect.result<unknown, StoreError, never>(
             i % 2 === 0 ? store.admit(request("hung", now)) : store.tenantState("hung", now),
           ),
         )
         const elapsed = (yield* Clock.currentTimeMillis) - started
         for (const result of results)
-          assert.isTrue(Either.isLeft(result) && result.left._tag === "StoreError")
+          assert.isTrue(Result.isFailure(result) && result.failure._tag === "StoreError")
         assert.isBelow(elapsed, 2_000)
         assert.strictEqual((yield* admitWhenBack("hung"))._tag, "Admitted")
       }).pipe(Effect.provide(layerRedis(redis.url))),
   )
 
-  it.scopedLive("a Redis stopped mid-run fails each operation within 2 s and works again after restart", () =>
+  it.live("a Redis stopped mid-run fails each operation within 2 s and works again after restart", () =>
     Effect.gen(function* () {
       const store = yield* Store
       const now = yield* Clock.currentTimeMillis
@@ -256,8 +254,8 @@ describe("Redis store", () => {
         store.tenantState("restart", now),
       ]) {
         const started = yield* Clock.currentTimeMillis
-        const result = yield* Effect.either(operation)
-        assert.isTrue(Either.isLeft(result) && result.left._tag === "StoreError")
+        const result = yield* Effect.result(operation)
+        assert.isTrue(Result.isFailure(result) && result.failure._tag === "StoreError")
         assert.isBelow((yield* Clock.currentTimeMillis) - started, 2_000)
       }
       yield* Effect.promise(() => redis.restart())

@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, TestClock } from "effect"
+import { Effect } from "effect"
+import { TestClock } from "effect/testing"
 import { mkdtempSync, readFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -38,7 +39,7 @@ const readyz = (url: string) =>
   })
 
 describe("TestStoreDown", () => {
-  it.scoped(
+  it.effect(
     "hard budgets get 503, the others run on local limits, /readyz stays ready, and Redis is used again after it returns",
     () =>
       Effect.gen(function* () {

@@ -27,7 +27,7 @@ vi.mock("node:fs", async (importOriginal) => {
   return { ...real, writeSync, default: { ...real, writeSync } }
 })
 
-const withLog = <A>(f: (log: UsageLog["Type"], file: string) => Effect.Effect<A>) =>
+const withLog = <A>(f: (log: UsageLog["Service"], file: string) => Effect.Effect<A>) =>
   Effect.gen(function* () {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "tollgate-short-"))
     const file = path.join(dir, "usage.jsonl")
@@ -40,8 +40,8 @@ const withLog = <A>(f: (log: UsageLog["Type"], file: string) => Effect.Effect<A>
     return text
   })
 
-const appendOneAndTwo = (log: UsageLog["Type"]) =>
-  Effect.zipRight(
+const appendOneAndTwo = (log: UsageLog["Service"]) =>
+  Effect.andThen(
     log.append(sampleRecord({ request_id: "one" })),
     log.append(sampleRecord({ request_id: "two" })),
   )
@@ -68,7 +68,7 @@ describe("UsageLog on a disk that takes less than asked", () => {
         // The first record's JSON reaches the file, its "\n" does not: the disk is full by then.
         plan.push({ bytes: line }, "fail")
         const text = yield* withLog((log) =>
-          Effect.zipRight(
+          Effect.andThen(
             log.append(sampleRecord({ request_id: "one" })),
             log.append(sampleRecord({ request_id: "two" })),
           ),

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Exit, Layer, Logger, Scope } from "effect"
+import { Context, Effect, Exit, Layer, Logger, References, Scope } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -23,7 +23,7 @@ const openLog = (file: string) =>
 const lines = (file: string) => fs.readFileSync(file, "utf8").split("\n")
 
 describe("UsageLog", () => {
-  it.scopedLive("creates the folder and appends a line that is in the file when append completes", () =>
+  it.live("creates the folder and appends a line that is in the file when append completes", () =>
     Effect.gen(function* () {
       const dir = yield* tempDir
       const file = path.join(dir, "nested", "data", "usage.jsonl")
@@ -39,7 +39,7 @@ describe("UsageLog", () => {
     }),
   )
 
-  it.scopedLive("writes concurrent appends as whole lines", () =>
+  it.live("writes concurrent appends as whole lines", () =>
     Effect.gen(function* () {
       const dir = yield* tempDir
       const file = path.join(dir, "usage.jsonl")
@@ -57,7 +57,7 @@ describe("UsageLog", () => {
     }),
   )
 
-  it.scopedLive("puts a newline after a torn last line before the next append", () =>
+  it.live("puts a newline after a torn last line before the next append", () =>
     Effect.gen(function* () {
       const dir = yield* tempDir
       const file = path.join(dir, "usage.jsonl")
@@ -85,7 +85,7 @@ describe("UsageLog", () => {
     }),
   )
 
-  it.scopedLive("adds no newline when the file already ends with one", () =>
+  it.live("adds no newline when the file already ends with one", () =>
     Effect.gen(function* () {
       const dir = yield* tempDir
       const file = path.join(dir, "usage.jsonl")
@@ -101,7 +101,7 @@ describe("UsageLog", () => {
     }),
   )
 
-  it.scopedLive("fails the layer when the file cannot be opened", () =>
+  it.live("fails the layer when the file cannot be opened", () =>
     Effect.gen(function* () {
       const dir = yield* tempDir
       const exit = yield* Effect.exit(Layer.build(UsageLog.layer(dir)))
@@ -112,13 +112,13 @@ describe("UsageLog", () => {
     }),
   )
 
-  it.scopedLive("logs a write error instead of failing the caller", () =>
+  it.live("logs a write error instead of failing the caller", () =>
     Effect.gen(function* () {
       const messages: Array<unknown> = []
       const logger = Logger.make(({ message }) => messages.push(message))
       const { log, scope } = yield* openLog("/dev/full")
-      yield* log.append(sampleRecord()).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, logger)))
-      yield* log.append(sampleRecord()).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, logger)))
+      yield* log.append(sampleRecord()).pipe(Effect.provide(Logger.layer([logger])))
+      yield* log.append(sampleRecord()).pipe(Effect.provide(Logger.layer([logger])))
       yield* Scope.close(scope, Exit.void)
       assert.deepStrictEqual(messages.flat(), ["usage record not written", "usage record not written"])
     }),
@@ -133,17 +133,15 @@ describe("UsageLog", () => {
 const openFullLog = () =>
   Effect.gen(function* () {
     const messages: Array<{ message: unknown; annotations: Record<string, unknown> }> = []
-    const logger = Logger.make(({ message, annotations }) =>
-      messages.push({ message, annotations: Object.fromEntries(annotations) }),
+    const logger = Logger.make(({ message, fiber }) =>
+      messages.push({ message, annotations: { ...fiber.getRef(References.CurrentLogAnnotations) } }),
     )
-    const opened = yield* openLog("/dev/full").pipe(
-      Effect.provide(Logger.replace(Logger.defaultLogger, logger)),
-    )
+    const opened = yield* openLog("/dev/full").pipe(Effect.provide(Logger.layer([logger])))
     return { ...opened, messages }
   })
 
 describe("UsageLog write errors", () => {
-  it.scopedLive("keeps the lines the file refused, tries them again first, and logs them at close", () =>
+  it.live("keeps the lines the file refused, tries them again first, and logs them at close", () =>
     Effect.gen(function* () {
       // The layer's finalizer logs with the logger the layer was built with; the appends, with the default one.
       const { log, scope, messages } = yield* openFullLog()
@@ -167,7 +165,7 @@ const nextCheckPhase = Effect.promise(() => new Promise<void>((resolve) => setIm
 const ids = (text: string) => text.split("\n").flatMap((l) => (l === "" ? [] : [decodeRecord(l)?.request_id]))
 
 describe("UsageLog queued records (ADR 0037)", () => {
-  it.scopedLive(
+  it.live(
     "writes the records of one turn together on the check phase, in order, before what waits for them",
     () =>
       Effect.gen(function* () {
@@ -199,7 +197,7 @@ describe("UsageLog queued records (ADR 0037)", () => {
       }),
   )
 
-  it.scopedLive(
+  it.live(
     "a record appended at once goes after the queued ones (the file keeps the order of the calls)",
     () =>
       Effect.gen(function* () {
@@ -214,7 +212,7 @@ describe("UsageLog queued records (ADR 0037)", () => {
       }),
   )
 
-  it.scopedLive("closing the log writes what is queued, then runs what waits for it", () =>
+  it.live("closing the log writes what is queued, then runs what waits for it", () =>
     Effect.gen(function* () {
       const dir = yield* tempDir
       const file = path.join(dir, "usage.jsonl")
@@ -227,7 +225,7 @@ describe("UsageLog queued records (ADR 0037)", () => {
     }),
   )
 
-  it.scopedLive(
+  it.live(
     "a refused write of queued records logs their ids, keeps them for the next write, and still runs what waits",
     () =>
       Effect.gen(function* () {
@@ -239,7 +237,7 @@ describe("UsageLog queued records (ADR 0037)", () => {
         log.afterWrite(() => (ran = true))
         yield* nextCheckPhase
         // The failure's logging is forked: give it its turn.
-        yield* Effect.yieldNow()
+        yield* Effect.yieldNow
         yield* Effect.sleep("10 millis")
         assert.isTrue(ran)
         assert.deepStrictEqual(messages[0]?.message, ["usage record not written"])
@@ -263,7 +261,7 @@ describe("readUsageFile", () => {
     }),
   )
 
-  it.scopedLive("skips torn and corrupt lines with a warning and ignores blank lines", () =>
+  it.live("skips torn and corrupt lines with a warning and ignores blank lines", () =>
     Effect.gen(function* () {
       const dir = yield* tempDir
       const file = path.join(dir, "usage.jsonl")
@@ -272,11 +270,9 @@ describe("readUsageFile", () => {
       fs.writeFileSync(file, a + "\n" + "garbage\n" + b + b.slice(0, 40))
       const warnings: Array<unknown> = []
       const logger = Logger.make(({ logLevel, message }) => {
-        if (logLevel._tag === "Warning") warnings.push(message)
+        if (logLevel === "Warn") warnings.push(message)
       })
-      const read = yield* readUsageFile(file).pipe(
-        Effect.provide(Logger.replace(Logger.defaultLogger, logger)),
-      )
+      const read = yield* readUsageFile(file).pipe(Effect.provide(Logger.layer([logger])))
       assert.deepStrictEqual(
         read.records.map((r) => r.request_id),
         ["a", "b"],
@@ -286,7 +282,7 @@ describe("readUsageFile", () => {
     }),
   )
 
-  it.scopedLive("with since, keeps only records at or after that time", () =>
+  it.live("with since, keeps only records at or after that time", () =>
     Effect.gen(function* () {
       const dir = yield* tempDir
       const file = path.join(dir, "usage.jsonl")
@@ -305,7 +301,7 @@ describe("readUsageFile", () => {
     }),
   )
 
-  it.scopedLive("reads a large file", () =>
+  it.live("reads a large file", () =>
     Effect.gen(function* () {
       const dir = yield* tempDir
       const file = path.join(dir, "usage.jsonl")
@@ -317,7 +313,7 @@ describe("readUsageFile", () => {
     }),
   )
 
-  it.scopedLive("fails with UsageFileError when the path is a folder", () =>
+  it.live("fails with UsageFileError when the path is a folder", () =>
     Effect.gen(function* () {
       const dir = yield* tempDir
       const error = yield* Effect.flip(readUsageFile(dir))

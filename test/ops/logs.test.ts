@@ -1,4 +1,4 @@
-import { Effect, HashMap, List, Logger, LogLevel, Redacted } from "effect"
+import { Cause, Effect, Logger, Redacted } from "effect"
 import { randomBytes } from "node:crypto"
 import { existsSync, mkdtempSync, readFileSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -15,24 +15,25 @@ import {
 } from "../../src/ops/logger.js"
 import { FAKEPROVIDER, startBinary, TOLLGATE, startGateway, type Running } from "../support/processes.js"
 
-const options = (
-  message: unknown,
-  annotations: Record<string, unknown> = {},
-): Logger.Logger.Options<unknown> =>
-  ({
-    fiberId: undefined,
-    logLevel: LogLevel.Info,
-    message,
-    cause: { _tag: "Empty" },
-    context: undefined,
-    spans: List.empty(),
-    annotations: HashMap.fromIterable(Object.entries(annotations)),
-    date: new Date("2026-12-02T10:04:05.123Z"),
-  }) as unknown as Logger.Logger.Options<unknown>
+/** The line of an info entry with `message` at 2026-12-02T10:04:05.123Z, logged by a fiber with `annotations`. */
+const lineOf = (message: unknown, annotations: Record<string, unknown> = {}): string =>
+  Effect.runSync(
+    Effect.withFiber((fiber) =>
+      Effect.succeed(
+        formatLine({
+          message,
+          logLevel: "Info",
+          cause: Cause.empty,
+          fiber,
+          date: new Date("2026-12-02T10:04:05.123Z"),
+        }),
+      ),
+    ).pipe(Effect.annotateLogs(annotations)),
+  )
 
 describe("the JSON log line", () => {
   it("has ts, level and message first, then annotations and the fields of a plain-object message part", () => {
-    const line = formatLine(options(["request", { status: 200, error: null }], { tenant: "acme" }))
+    const line = lineOf(["request", { status: 200, error: null }], { tenant: "acme" })
     expect(line.endsWith("\n")).toBe(true)
     expect(line.indexOf("\n")).toBe(line.length - 1)
     const parsed = JSON.parse(line) as Record<string, unknown>
@@ -49,7 +50,7 @@ describe("the JSON log line", () => {
 
   it("never lets a field replace ts, level or message, and shows a Redacted value as <redacted>", () => {
     const parsed = JSON.parse(
-      formatLine(options(["a", "b"], { message: "x", secret: Redacted.make("sk-hidden"), n: 10n })),
+      lineOf(["a", "b"], { message: "x", secret: Redacted.make("sk-hidden"), n: 10n }),
     ) as Record<string, unknown>
     expect(parsed).toMatchObject({ message: "a b", message_: "x", secret: "<redacted>", n: "10" })
     expect(JSON.stringify(parsed)).not.toContain("sk-hidden")
@@ -114,9 +115,7 @@ describe("the line writer", () => {
     expect(writes).toEqual([])
     backlog = 0
     const logger = makeJsonLogger(writer)
-    Effect.runSync(
-      Effect.logWarning("back").pipe(Effect.provide(Logger.replace(Logger.defaultLogger, logger))),
-    )
+    Effect.runSync(Effect.logWarning("back").pipe(Effect.provide(Logger.layer([logger]))))
     await nextTurn()
     const lines = writes
       .join("")

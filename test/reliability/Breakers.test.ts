@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, TestClock } from "effect"
+import { Effect } from "effect"
+import { TestClock } from "effect/testing"
 import { M, open, P, setup } from "./breakerHarness.js"
 
 describe("Breakers: opening", () => {

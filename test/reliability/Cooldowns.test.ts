@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, TestClock } from "effect"
+import { Effect } from "effect"
+import { TestClock } from "effect/testing"
 import { M, P, R, setup } from "./breakerHarness.js"
 
 describe("Breakers: cooldowns", () => {

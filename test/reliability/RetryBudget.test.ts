@@ -1,10 +1,11 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, TestClock } from "effect"
+import { Clock, Effect } from "effect"
+import { TestClock } from "effect/testing"
 import { makeRetryBudget, RETRY_BUDGET_FLOOR } from "../../src/reliability/RetryBudget.js"
 
 /** A budget with `ratio`, reading time from the test clock. */
 const budgetWith = (ratio: number) =>
-  Effect.map(Effect.clock, (clock) => makeRetryBudget(ratio, () => clock.unsafeCurrentTimeMillis()))
+  Effect.map(Clock.Clock, (clock) => makeRetryBudget(ratio, () => clock.currentTimeMillisUnsafe()))
 
 const requests = (budget: { readonly recordRequest: () => void }, n: number) => {
   for (let i = 0; i < n; i++) budget.recordRequest()

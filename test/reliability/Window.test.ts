@@ -1,9 +1,10 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, TestClock } from "effect"
+import { Clock, Effect } from "effect"
+import { TestClock } from "effect/testing"
 import { BUCKET_MS, BUCKETS, Window } from "../../src/reliability/Window.js"
 
 /** The test clock as the `now` the window expects (epoch ms). */
-const testNow = Effect.map(Effect.clock, (clock) => () => clock.unsafeCurrentTimeMillis())
+const testNow = Effect.map(Clock.Clock, (clock) => () => clock.currentTimeMillisUnsafe())
 
 describe("Window", () => {
   it("has six 10-second buckets", () => {

@@ -1,6 +1,6 @@
 /** Shared setup for the breaker tests: a `makeBreakers` on the test clock and small helpers. */
 import { assert } from "@effect/vitest"
-import { Effect } from "effect"
+import { Clock, Effect } from "effect"
 import type { BreakerConfig } from "../../src/config/model.js"
 import { makeBreakers, type Blocked, type Outcome, type Permit } from "../../src/reliability/Breakers.js"
 
@@ -14,8 +14,8 @@ export const R = ""
 
 /** `makeBreakers(config)` reading time from the test clock. */
 export const setup = (config: BreakerConfig = defaults) =>
-  Effect.map(Effect.clock, (clock) => {
-    const now = () => clock.unsafeCurrentTimeMillis()
+  Effect.map(Clock.Clock, (clock) => {
+    const now = () => clock.currentTimeMillisUnsafe()
     const breakers = makeBreakers(config, now)
     const permit = (provider = P, model = M): Permit => {
       const result = breakers.acquire(provider, model, R)
@@ -40,7 +40,7 @@ export const setup = (config: BreakerConfig = defaults) =>
   })
 
 /** A breaker set on the test clock, with helpers that acquire, record and inspect. */
-export type Harness = Effect.Effect.Success<ReturnType<typeof setup>>
+export type Harness = Effect.Success<ReturnType<typeof setup>>
 
 /** Opens the breaker with 20 failures at the current time; returns the open time. */
 export const open = (t: Harness) => {

@@ -1,10 +1,11 @@
-import { ConfigProvider, Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer } from "effect"
 import { join } from "node:path"
 import type { FakeProviderHandle } from "../../fakeprovider/server.js"
 import { appLayer } from "../../src/app.js"
 import { decodeConfig } from "../../src/config/load.js"
 import { Server } from "../../src/http/Server.js"
 import type { Store } from "../../src/limits/Store.js"
+import { withEnv } from "./env.js"
 import { PRICES, UPSTREAM_KEY, UPSTREAM_KEY_ENV } from "./harness.js"
 
 /**
@@ -44,7 +45,7 @@ export const startCopy = (raw: Record<string, unknown>, dir: string, store: Laye
     })
     const context = yield* Layer.build(appLayer(config, { store }))
     return Context.get(context, Server).url
-  }).pipe(Effect.withConfigProvider(ConfigProvider.fromMap(new Map([[UPSTREAM_KEY_ENV, UPSTREAM_KEY]]))))
+  }).pipe(withEnv({ [UPSTREAM_KEY_ENV]: UPSTREAM_KEY }))
 
 /** One Anthropic request; resolves with the status (the body is read to the end). */
 export const sendTo = (

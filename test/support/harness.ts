@@ -1,4 +1,5 @@
-import { ConfigProvider, Context, Effect, Exit, Layer, Logger, LogLevel, Scope } from "effect"
+import { Context, Effect, Exit, Layer, References, Scope } from "effect"
+import type { LogLevel } from "effect"
 import { afterAll, beforeAll } from "vitest"
 import { mkdtempSync, readFileSync, existsSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -15,6 +16,7 @@ import { Server } from "../../src/http/Server.js"
 import { generateKey, hashKey } from "../../src/keys/keys.js"
 import type { Store } from "../../src/limits/Store.js"
 import type { UsageRecord } from "../../src/meter/record.js"
+import { withEnv } from "./env.js"
 
 export const UPSTREAM_KEY = "sk-upstream-test-secret"
 export const UPSTREAM_KEY_ENV = "TG_TEST_UPSTREAM_KEY"
@@ -72,11 +74,10 @@ export const defaultConfig = (fakes: ReadonlyArray<string>, keyHash: string, dir
   tenants: { acme: { keys: [{ id: "ci", sha256: keyHash }], routes: "*" } },
 })
 
-const withEnv = <A, E, R>(effect: Effect.Effect<A, E, R>, extra: Readonly<Record<string, string>> = {}) =>
-  Effect.withConfigProvider(
-    effect,
-    ConfigProvider.fromMap(new Map([[UPSTREAM_KEY_ENV, UPSTREAM_KEY], ...Object.entries(extra)])),
-  )
+const withUpstreamKey = <A, E, R>(
+  effect: Effect.Effect<A, E, R>,
+  extra: Readonly<Record<string, string>> = {},
+) => withEnv({ [UPSTREAM_KEY_ENV]: UPSTREAM_KEY, ...extra })(effect)
 
 /** Starts fake providers and an in-process gateway on a free port. */
 export const startHarness = async (options: HarnessOptions = {}): Promise<Harness> => {
@@ -91,7 +92,7 @@ export const startHarness = async (options: HarnessOptions = {}): Promise<Harnes
     dir,
   )
   const { config } = await Effect.runPromise(
-    withEnv(
+    withUpstreamKey(
       decodeConfig(raw, {
         path: join(dir, "tollgate.yaml"),
         mode: "serve",
@@ -102,8 +103,8 @@ export const startHarness = async (options: HarnessOptions = {}): Promise<Harnes
   const scope = Effect.runSync(Scope.make())
   const layer = appLayer(config, options.store === undefined ? {} : { store: options.store })
   const context = await Effect.runPromise(
-    withEnv(Layer.buildWithScope(layer, scope), options.env).pipe(
-      Logger.withMinimumLogLevel(options.logLevel ?? LogLevel.Warning),
+    withUpstreamKey(Layer.buildWithScope(layer, scope), options.env).pipe(
+      Effect.provideService(References.MinimumLogLevel, options.logLevel ?? "Warn"),
     ),
   )
   const server = Context.get(context, Server)
