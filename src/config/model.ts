@@ -7,7 +7,8 @@
 /** Integer micro-USD (1 USD = 1,000,000). */
 export type MicroUsd = number
 
-export type ApiFormat = "anthropic" | "openai"
+export type { ApiFormat } from "../domain/endpoint.js"
+import type { ApiFormat } from "../domain/endpoint.js"
 export type ProviderKind = "anthropic" | "openai" | "vertex" | "ollama"
 
 export interface ServerConfig {

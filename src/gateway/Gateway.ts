@@ -3,7 +3,7 @@ import { randomUUID } from "node:crypto"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { Config } from "../config/Config.js"
 import type { RouteConfig } from "../config/model.js"
-import { renderError, streamErrorEvent } from "../http/errorBody.js"
+import { renderError, streamErrorEvent } from "../domain/errors.js"
 import { Limits } from "../limits/Limits.js"
 import { logRequest, writeRequestLine } from "../ops/logger.js"
 import { IndexedList } from "../ops/IndexedList.js"
@@ -29,9 +29,10 @@ import {
   Unauthenticated,
   errorCode,
   type GatewayError,
-} from "./errors.js"
+} from "../domain/errors.js"
 import { collectBody, parseRequest } from "./parse.js"
-import { endpointApi, type Endpoint, type ParsedRequest } from "./request.js"
+import { endpointApi, type Endpoint } from "../domain/endpoint.js"
+import type { ParsedRequest } from "../domain/request.js"
 import { writeError } from "./respond.js"
 import { makeRunRoute } from "./runRoute.js"
 import { floorStreamedOutput, makeServeResponse } from "./serveResponse.js"

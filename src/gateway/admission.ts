@@ -5,8 +5,8 @@ import { estimateInputTokens } from "../limits/estimate.js"
 import { deriveSessionId, isValidSessionId } from "../limits/session.js"
 import { costMicroUsd } from "../meter/cost.js"
 import type { RequestContext } from "./context.js"
-import { InvalidRequest } from "./errors.js"
-import type { ParsedRequest } from "./request.js"
+import { InvalidRequest } from "../domain/errors.js"
+import type { ParsedRequest } from "../domain/request.js"
 
 /** Prices by provider + model, looked up once per target instead of per request. */
 export const makePriceBook = (config: TollgateConfig) => {

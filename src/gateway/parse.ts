@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders, IncomingMessage } from "node:http"
-import { BodyTooLarge, InvalidRequest } from "./errors.js"
-import type { Endpoint, Parsed } from "./request.js"
+import { BodyTooLarge, InvalidRequest } from "../domain/errors.js"
+import type { Endpoint } from "../domain/endpoint.js"
+import type { Parsed } from "../domain/request.js"
 
 /**
  * Reads the whole request body with plain callbacks (before the request's

@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders, ServerResponse } from "node:http"
-import type { ErrorResponse } from "../http/errorBody.js"
+import type { ErrorResponse } from "../domain/errors.js"
 import type { RequestContext } from "./context.js"
 
 /** Upstream response headers that reach the client (SPEC: the headers that matter). */

@@ -11,8 +11,8 @@ import { AttemptFailed, closeResponse, sendAttempt, type AttemptResponse } from 
 import { targetEstimate } from "./admission.js"
 import type { RequestContext } from "./context.js"
 import type { Deadlines } from "./Deadlines.js"
-import { NoUpstreamResponse, type TargetOutcome } from "./errors.js"
-import type { ParsedRequest } from "./request.js"
+import { NoUpstreamResponse, type TargetOutcome } from "../domain/errors.js"
+import type { ParsedRequest } from "../domain/request.js"
 
 /** A failed attempt's response, kept unread until Tollgate knows whether another attempt follows. */
 interface Held {

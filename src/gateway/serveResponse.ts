@@ -1,6 +1,6 @@
 import { Effect } from "effect"
 import type { ServerResponse } from "node:http"
-import { streamErrorEvent } from "../http/errorBody.js"
+import { streamErrorEvent } from "../domain/errors.js"
 import type { ProviderAdapter } from "../providers/adapter.js"
 import type { Limits } from "../limits/Limits.js"
 import type { TelemetryService } from "../ops/Telemetry.js"

@@ -7,7 +7,7 @@ import { Config } from "../config/Config.js"
 import { AdminApi } from "../admin/AdminApi.js"
 import { Gateway } from "../gateway/Gateway.js"
 import { Limits } from "../limits/Limits.js"
-import type { Endpoint } from "../gateway/request.js"
+import type { Endpoint } from "../domain/endpoint.js"
 import { Metrics } from "../ops/Metrics.js"
 import { makeRoutes, notFound } from "./routes.js"
 

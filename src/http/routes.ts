@@ -2,9 +2,9 @@ import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { Effect } from "effect"
 import type { TollgateConfig } from "../config/model.js"
 import { makeAuthenticator } from "../gateway/auth.js"
-import { RouteNotFound, Unauthenticated } from "../gateway/errors.js"
+import { RouteNotFound, Unauthenticated } from "../domain/errors.js"
 import { Metrics } from "../ops/Metrics.js"
-import { renderError } from "./errorBody.js"
+import { renderError } from "../domain/errors.js"
 
 /**
  * Everything that is not a proxy endpoint: health, readiness, metrics and

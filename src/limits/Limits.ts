@@ -1,6 +1,6 @@
 import { Clock, Context, Effect, Layer } from "effect"
 import type { BudgetConfig, TenantConfig } from "../config/model.js"
-import { BudgetExceeded, RateLimited, StoreUnavailable } from "../gateway/errors.js"
+import { BudgetExceeded, RateLimited, StoreUnavailable } from "../domain/errors.js"
 import type { Leftover } from "../ops/leftover.js"
 import { noopTelemetry, Telemetry, type TelemetryService } from "../ops/Telemetry.js"
 import { makeMemoryStore } from "./memoryStore.js"

@@ -1,6 +1,7 @@
 import type { Dispatcher } from "undici"
 import type { ApiFormat, ProviderConfig } from "../config/model.js"
-import type { Endpoint, ParsedRequest } from "../gateway/request.js"
+import type { Endpoint } from "../domain/endpoint.js"
+import type { ParsedRequest } from "../domain/request.js"
 
 /** One upstream HTTP request, ready for undici. */
 export interface UpstreamRequest {

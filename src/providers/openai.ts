@@ -1,5 +1,5 @@
 import type { OllamaProvider, OpenAIProvider } from "../config/model.js"
-import type { ParsedRequest } from "../gateway/request.js"
+import type { ParsedRequest } from "../domain/request.js"
 import type { UpstreamRequest } from "./adapter.js"
 import { setMember } from "./patch.js"
 

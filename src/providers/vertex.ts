@@ -1,5 +1,5 @@
 import type { VertexProvider } from "../config/model.js"
-import type { ParsedRequest } from "../gateway/request.js"
+import type { ParsedRequest } from "../domain/request.js"
 import type { UpstreamRequest } from "./adapter.js"
 import { anthropicHeaders } from "./anthropic.js"
 import { removeMember, setMember } from "./patch.js"

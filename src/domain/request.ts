@@ -1,11 +1,4 @@
-import type { ApiFormat } from "../config/model.js"
-
-/** The proxy endpoints, by path. */
-export type Endpoint = "/v1/messages" | "/v1/messages/count_tokens" | "/v1/chat/completions"
-
-/** The API format each proxy endpoint speaks. */
-export const endpointApi = (endpoint: Endpoint): ApiFormat =>
-  endpoint === "/v1/chat/completions" ? "openai" : "anthropic"
+import type { Endpoint } from "./endpoint.js"
 
 /**
  * A client request after auth and parsing: the raw bytes (patched, never

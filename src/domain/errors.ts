@@ -1,0 +1,247 @@
+import { Schema } from "effect"
+import type { ApiFormat } from "./endpoint.js"
+
+/**
+ * The errors that Tollgate itself answers with. Each carries what the
+ * response, the log and the usage record need as fields; `ERRORS` below is
+ * the one table that maps them to a status, each API's error type and the
+ * usage record's error code.
+ */
+
+export class Unauthenticated extends Schema.TaggedError<Unauthenticated>()("Unauthenticated", {
+  message: Schema.String,
+}) {}
+
+export class RouteNotAllowed extends Schema.TaggedError<RouteNotAllowed>()("RouteNotAllowed", {
+  route: Schema.String,
+}) {
+  override get message(): string {
+    return `this key may not use model "${this.route}"`
+  }
+}
+
+export class RouteNotFound extends Schema.TaggedError<RouteNotFound>()("RouteNotFound", {
+  message: Schema.String,
+}) {}
+
+export class InvalidRequest extends Schema.TaggedError<InvalidRequest>()("InvalidRequest", {
+  message: Schema.String,
+}) {}
+
+export class BodyTooLarge extends Schema.TaggedError<BodyTooLarge>()("BodyTooLarge", {
+  limitBytes: Schema.Number,
+}) {
+  override get message(): string {
+    return `request body is larger than ${this.limitBytes} bytes`
+  }
+}
+
+export class Draining extends Schema.TaggedError<Draining>()("Draining", {}) {
+  override get message(): string {
+    return "Tollgate is shutting down; retry against another instance"
+  }
+}
+
+/** What happened to one target while Tollgate tried a route (the `targets` list of a 502). */
+export const TargetOutcome = Schema.Struct({
+  provider: Schema.String,
+  model: Schema.String,
+  outcome: Schema.Literals(["failed", "skipped"]),
+  reason: Schema.String,
+})
+export type TargetOutcome = typeof TargetOutcome.Type
+
+/** No attempt produced an upstream response (or every target was blocked). */
+export class NoUpstreamResponse extends Schema.TaggedError<NoUpstreamResponse>()("NoUpstreamResponse", {
+  message: Schema.String,
+  targets: Schema.Array(TargetOutcome),
+  /** Seconds until the first blocked target may be tried again; only when every target was blocked. */
+  retryAfterSeconds: Schema.optional(Schema.Number),
+}) {}
+
+/** A failure inside Tollgate: a bug, never an upstream's fault. */
+export class InternalError extends Schema.TaggedError<InternalError>()("InternalError", {
+  message: Schema.String,
+}) {}
+
+export type GatewayError =
+  | RateLimited
+  | BudgetExceeded
+  | StoreUnavailable
+  | Unauthenticated
+  | RouteNotAllowed
+  | RouteNotFound
+  | InvalidRequest
+  | BodyTooLarge
+  | Draining
+  | NoUpstreamResponse
+  | InternalError
+
+/** A rate limit refused the request (429). */
+export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited", {
+  message: Schema.String,
+  retryAfterSeconds: Schema.Number,
+  /** The `ratelimit-*` headers at the refusal. */
+  rateHeaders: Schema.optional(Schema.Record(Schema.String, Schema.String)),
+}) {}
+
+/** A hard budget has no money left for the request (402). */
+export class BudgetExceeded extends Schema.TaggedError<BudgetExceeded>()("BudgetExceeded", {
+  message: Schema.String,
+  budget: Schema.Literals(["month", "session"]),
+  rateHeaders: Schema.optional(Schema.Record(Schema.String, Schema.String)),
+}) {}
+
+/** The limit store is down and the tenant has a hard budget (503, ADR 0006). */
+export class StoreUnavailable extends Schema.TaggedError<StoreUnavailable>()("StoreUnavailable", {}) {
+  override get message(): string {
+    return "the limit store is unavailable and this tenant has a hard budget; retry shortly"
+  }
+}
+
+/** How one error tag is answered: the HTTP status, each API's error type, and the usage record's code. */
+interface ErrorRow {
+  readonly status: number
+  /** Anthropic `error.type`. */
+  readonly anthropic: string
+  /** OpenAI `error.type`. */
+  readonly openai: string
+  /** OpenAI `error.code` (null when the API has none for it). */
+  readonly openaiCode: string | null
+  /** The `error` field of the usage record (snake_case, stable). */
+  readonly record: string
+}
+
+/** The one table from error tag to status, error types per API, and record code (SPEC "HTTP API"). */
+export const ERRORS: { readonly [Tag in GatewayError["_tag"]]: ErrorRow } = {
+  Unauthenticated: {
+    status: 401,
+    anthropic: "authentication_error",
+    openai: "authentication_error",
+    openaiCode: "invalid_api_key",
+    record: "unauthenticated",
+  },
+  RouteNotAllowed: {
+    status: 403,
+    anthropic: "permission_error",
+    openai: "permission_error",
+    openaiCode: null,
+    record: "route_not_allowed",
+  },
+  RouteNotFound: {
+    status: 404,
+    anthropic: "not_found_error",
+    openai: "not_found_error",
+    openaiCode: "model_not_found",
+    record: "route_not_found",
+  },
+  InvalidRequest: {
+    status: 400,
+    anthropic: "invalid_request_error",
+    openai: "invalid_request_error",
+    openaiCode: null,
+    record: "invalid_request",
+  },
+  BodyTooLarge: {
+    status: 413,
+    anthropic: "request_too_large",
+    openai: "invalid_request_error",
+    openaiCode: "request_too_large",
+    record: "request_too_large",
+  },
+  Draining: {
+    status: 503,
+    anthropic: "overloaded_error",
+    openai: "overloaded_error",
+    openaiCode: null,
+    record: "draining",
+  },
+  NoUpstreamResponse: {
+    status: 502,
+    anthropic: "api_error",
+    openai: "api_error",
+    openaiCode: null,
+    record: "no_upstream_response",
+  },
+  InternalError: {
+    status: 500,
+    anthropic: "api_error",
+    openai: "api_error",
+    openaiCode: null,
+    record: "internal_error",
+  },
+  RateLimited: {
+    status: 429,
+    anthropic: "rate_limit_error",
+    openai: "rate_limit_error",
+    openaiCode: "rate_limit_exceeded",
+    record: "rate_limited",
+  },
+  BudgetExceeded: {
+    status: 402,
+    anthropic: "budget_exceeded",
+    openai: "budget_exceeded",
+    openaiCode: "budget_exceeded",
+    record: "budget_exceeded",
+  },
+  StoreUnavailable: {
+    status: 503,
+    anthropic: "overloaded_error",
+    openai: "overloaded_error",
+    openaiCode: null,
+    record: "store_unavailable",
+  },
+}
+
+/** The `error` code a usage record carries for an error Tollgate answered itself. */
+export const errorCode = (error: GatewayError): string =>
+  error._tag === "NoUpstreamResponse" && error.retryAfterSeconds !== undefined
+    ? "all_targets_blocked"
+    : ERRORS[error._tag].record
+
+/** A response that Tollgate makes itself. */
+export interface ErrorResponse {
+  readonly status: number
+  readonly headers: Record<string, string>
+  readonly body: string
+}
+
+/** The status, headers and body of `error` in the error format of `api` (SPEC "HTTP API"). */
+export const renderError = (api: ApiFormat, error: GatewayError): ErrorResponse => {
+  const row = ERRORS[error._tag]
+  const headers: Record<string, string> = { "content-type": "application/json" }
+  const detail: Record<string, unknown> = {
+    type: api === "anthropic" ? row.anthropic : row.openai,
+    message: error.message,
+  }
+  switch (error._tag) {
+    case "NoUpstreamResponse":
+      detail["targets"] = error.targets
+      if (error.retryAfterSeconds !== undefined) headers["retry-after"] = String(error.retryAfterSeconds)
+      break
+    case "Draining":
+      headers["connection"] = "close"
+      break
+    case "RateLimited":
+      Object.assign(headers, error.rateHeaders)
+      headers["retry-after"] = String(error.retryAfterSeconds)
+      break
+    case "BudgetExceeded":
+      Object.assign(headers, error.rateHeaders)
+      break
+    case "StoreUnavailable":
+      headers["retry-after"] = "5"
+      break
+  }
+  const body =
+    api === "anthropic"
+      ? JSON.stringify({ type: "error", error: detail })
+      : JSON.stringify({ error: { ...detail, code: row.openaiCode } })
+  return { status: row.status, headers, body }
+}
+
+/** The SSE event that ends a stream which failed after its first byte (SPEC "HTTP API"). */
+export const streamErrorEvent = (api: ApiFormat, type: string, message: string): string =>
+  api === "anthropic"
+    ? `event: error\ndata: ${JSON.stringify({ type: "error", error: { type, message } })}\n\n`
+    : `data: ${JSON.stringify({ error: { type, message, code: null } })}\n\n`
