@@ -1,6 +1,9 @@
-// Bundles the two executables. No TypeScript loader is needed at run time.
+// Bundles the two executables and the library (`tollgate/providers`). No TypeScript loader is needed at run
+// time. `--library` builds only the library.
 import { build } from "esbuild"
-import { chmod, mkdir } from "node:fs/promises"
+import { execFileSync } from "node:child_process"
+import { chmod, mkdir, rm } from "node:fs/promises"
+import { createRequire } from "node:module"
 
 /**
  * V8 settings of the gateway process, set by the first statement of `bin/tollgate`, before any module of
@@ -26,6 +29,30 @@ const entries = [
   },
   { in: "fakeprovider/main.ts", out: "bin/fakeprovider", first: nodeCheck("fakeprovider") },
 ]
+
+/**
+ * `tollgate/providers`: src/providers/index.ts bundled as one ESM module with every package left as an
+ * import (they are the package's dependencies), and its declarations from tsc (tsconfig.build.json).
+ */
+const buildLibrary = async () => {
+  await rm("dist", { recursive: true, force: true })
+  await build({
+    entryPoints: ["src/providers/index.ts"],
+    outfile: "dist/providers/index.js",
+    bundle: true,
+    packages: "external",
+    platform: "node",
+    target: "node22",
+    format: "esm",
+    logLevel: "warning",
+    legalComments: "none",
+  })
+  const tsc = createRequire(import.meta.url).resolve("typescript/bin/tsc")
+  execFileSync(process.execPath, [tsc, "-p", "tsconfig.build.json"], { stdio: "inherit" })
+}
+
+await buildLibrary()
+if (process.argv.includes("--library")) process.exit(0)
 
 await mkdir("bin", { recursive: true })
 for (const entry of entries) {

@@ -1,6 +1,5 @@
-import { Context, Effect, Layer } from "effect"
-import { UsageFileError, UsageLog, usageLogOf } from "../meter/UsageLog.js"
-import { andThen, type Leftover } from "../ops/leftover.js"
+import { Context, Effect, FiberSet, Layer } from "effect"
+import { UsageFileError, UsageLog, type UsageLogService } from "../meter/UsageLog.js"
 import type { UsageRecord } from "../meter/record.js"
 import type { Columns } from "./columns.js"
 import { loadColumns, toRow } from "./load.js"
@@ -88,25 +87,32 @@ export const withIndex = <E, R>(log: Layer.Layer<UsageLog, E, R>): Layer.Layer<U
     Effect.gen(function* () {
       const inner = yield* UsageLog
       const index = yield* UsageIndex
+      // Logs an index failure with the layer's logger, from the request's synchronous step.
+      const runFork = yield* FiberSet.makeRuntime<never>()
       /** Adds the record to the index; a failure there is logged (the record is in the file, or queued for it). */
-      const addToIndex = (record: UsageRecord, failed: Leftover): Leftover => {
+      const addToIndex = (record: UsageRecord): void => {
         try {
           index.add(record)
-          return failed
         } catch (cause) {
           // Only /admin/usage misses the record until a restart.
-          return andThen(
-            failed,
+          runFork(
             Effect.logError("usage record not added to the usage index").pipe(
               Effect.annotateLogs({ request_id: record.request_id, error: String(cause) }),
             ),
           )
         }
       }
-      return usageLogOf({
-        appendNow: (record) => addToIndex(record, inner.appendNow(record)),
-        queue: (record) => addToIndex(record, inner.queue(record)),
+      return {
+        append: (record) =>
+          Effect.andThen(
+            inner.append(record),
+            Effect.sync(() => addToIndex(record)),
+          ),
+        queue: (record) => {
+          inner.queue(record)
+          addToIndex(record)
+        },
         afterWrite: inner.afterWrite,
-      })
+      } satisfies UsageLogService
     }),
   ).pipe(Layer.provide(log))

@@ -9,6 +9,12 @@ import { runGateway } from "./serve.js"
 
 const UPSTREAM_KEY_ENV = "TOLLGATE_DEMO_UPSTREAM_KEY"
 
+/** The fake providers' upstream key, seen by the config check and the provider clients; other env stays. */
+const demoUpstreamKey = ConfigProvider.layerAdd(
+  ConfigProvider.fromEnv({ env: { [UPSTREAM_KEY_ENV]: "demo-upstream-key" } }),
+  { asPrimary: true },
+)
+
 const demoConfig = (listen: string, primary: string, backup: string, keyHash: string, usageFile: string) => ({
   server: { listen },
   usage: { file: usageFile },
@@ -64,12 +70,7 @@ export const demo = (listen: string) =>
       path: join(dir, "tollgate.yaml"),
       mode: "serve",
       prices: demoPrices,
-    }).pipe(
-      Effect.provideService(
-        ConfigProvider.ConfigProvider,
-        ConfigProvider.fromEnv({ env: { [UPSTREAM_KEY_ENV]: "demo-upstream-key" } }),
-      ),
-    )
+    })
     return yield* runGateway(config, (url) =>
       Console.log(
         [
@@ -89,4 +90,4 @@ export const demo = (listen: string) =>
         ].join("\n"),
       ),
     )
-  }).pipe(Effect.scoped)
+  }).pipe(Effect.scoped, Effect.provide(demoUpstreamKey))

@@ -1,10 +1,9 @@
 import type { IncomingHttpHeaders } from "node:http"
-import type { PriceEntry, RouteConfig, TargetConfig, TollgateConfig } from "../config/model.js"
+import type { ApiFormat, PriceEntry, RouteConfig, TargetConfig, TollgateConfig } from "../config/model.js"
 import { priceFor } from "../config/pricing.js"
 import { estimateInputTokens } from "../limits/estimate.js"
 import { deriveSessionId, isValidSessionId } from "../limits/session.js"
 import { costMicroUsd } from "../meter/cost.js"
-import type { RequestContext } from "./context.js"
 import { InvalidRequest } from "../domain/errors.js"
 import type { ParsedRequest } from "../domain/request.js"
 
@@ -21,24 +20,31 @@ export const makePriceBook = (config: TollgateConfig) => {
   }
 }
 
-/** What the limits are asked for one request. */
+/** What the limits are asked for one request, and the estimates behind it (the plan stage's value). */
 export interface Plan {
   readonly tokenCost: number
   readonly reserve: number
   readonly sessionId: string | undefined
+  /** Estimated input tokens of the request (ADR 0003); 0 for count_tokens. */
+  readonly inputEstimate: number
+  /** Output tokens reserved: the smaller of max_tokens and reservation.output_tokens (ADR 0018). */
+  readonly reservedOutput: number
+  /** Prices of the route's targets (unpriced targets left out): the reservation and the overspend bound use the highest. */
+  readonly routePrices: ReadonlyArray<PriceEntry>
 }
 
 /**
- * Fills the context's estimates and returns the admission plan: the session
- * (explicit header, else derived), the token cost (input estimate + reserved
- * output; 0 for count_tokens, which only counts against the request limit),
- * and the reservation — the highest estimated cost among the route's
- * targets (reliability.md "Budgets and timeouts").
+ * The admission plan: the session (explicit header, else derived), the
+ * token cost (input estimate + reserved output; 0 for count_tokens, which
+ * only counts against the request limit), and the reservation — the
+ * highest estimated cost among the route's targets (reliability.md
+ * "Budgets and timeouts").
  */
 export const planAdmission = (
   config: TollgateConfig,
   price: (target: TargetConfig) => PriceEntry | undefined,
-  ctx: RequestContext,
+  api: ApiFormat,
+  tenant: string,
   request: ParsedRequest,
   json: Readonly<Record<string, unknown>>,
   route: RouteConfig,
@@ -54,41 +60,59 @@ export const planAdmission = (
     }
     sessionId = explicit
   } else if (config.sessions.derive) {
-    sessionId = deriveSessionId(ctx.api, ctx.principal.tenant.name, json)
+    sessionId = deriveSessionId(api, tenant, json)
   }
-  ctx.session = sessionId ?? null
-  if (request.endpoint === "/v1/messages/count_tokens") return { tokenCost: 0, reserve: 0, sessionId }
-
-  const input = estimateInputTokens(json)
-  const output = Math.min(
+  if (request.endpoint === "/v1/messages/count_tokens") {
+    return { tokenCost: 0, reserve: 0, sessionId, inputEstimate: 0, reservedOutput: 0, routePrices: [] }
+  }
+  const inputEstimate = estimateInputTokens(json)
+  const reservedOutput = Math.min(
     request.maxTokens ?? config.reservation.outputTokens,
     config.reservation.outputTokens,
   )
-  ctx.inputEstimate = input
-  ctx.reservedOutput = output
-  const estimate = { inputTokens: input, outputTokens: output, cacheReadTokens: 0, cacheWriteTokens: 0 }
+  const estimate = {
+    inputTokens: inputEstimate,
+    outputTokens: reservedOutput,
+    cacheReadTokens: 0,
+    cacheWriteTokens: 0,
+  }
   let reserve = 0
-  const prices: Array<PriceEntry> = []
+  const routePrices: Array<PriceEntry> = []
   for (const target of route.targets) {
     const p = price(target)
     if (p === undefined) continue
-    prices.push(p)
+    routePrices.push(p)
     reserve = Math.max(reserve, costMicroUsd(estimate, p))
   }
-  ctx.routePrices = prices
-  return { tokenCost: input + output, reserve, sessionId }
+  return {
+    tokenCost: inputEstimate + reservedOutput,
+    reserve,
+    sessionId,
+    inputEstimate,
+    reservedOutput,
+    routePrices,
+  }
 }
 
 /** The estimate at one target's price: the floor of an estimated or incomplete charge. */
-export const targetEstimate = (ctx: RequestContext, price: PriceEntry | undefined): number =>
+export const targetEstimate = (plan: Plan, price: PriceEntry | undefined): number =>
   price === undefined
     ? 0
     : costMicroUsd(
         {
-          inputTokens: ctx.inputEstimate,
-          outputTokens: ctx.reservedOutput,
+          inputTokens: plan.inputEstimate,
+          outputTokens: plan.reservedOutput,
           cacheReadTokens: 0,
           cacheWriteTokens: 0,
         },
         price,
       )
+
+/** The output part of the seed's worst-case overspend of one request, micro-USD × 1,000,000; undefined when unbounded. */
+export const overspendExcess = (plan: Plan, maxTokens: number | undefined): number | undefined => {
+  if (maxTokens === undefined) return undefined
+  let price = 0
+  // The reservation was made at the most expensive target; so is the bound.
+  for (const p of plan.routePrices) price = Math.max(price, p.output)
+  return Math.max(0, maxTokens - plan.reservedOutput) * price
+}

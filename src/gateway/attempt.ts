@@ -1,10 +1,11 @@
 import { Data, Effect } from "effect"
+import type { Scope } from "effect"
 import type { Dispatcher } from "undici"
 import type { ApiFormat, TimeoutsConfig } from "../config/model.js"
 import { makeStreamMeter, type StreamMeter } from "../meter/stream.js"
-import type { UpstreamRequest } from "../providers/adapter.js"
-import type { Deadline, Deadlines, TimeoutKind } from "./Deadlines.js"
-import { UpstreamCall, type UpstreamError } from "./upstream.js"
+import type { UpstreamRequest } from "../providers/transport.js"
+import type { Deadline, Deadlines, TimeoutKind } from "../reliability/Deadlines.js"
+import { UpstreamCall, type UpstreamError } from "../providers/transport.js"
 
 /** Largest stream prelude held back while waiting for the first content, bytes (ADR 0007). */
 export const MAX_PRELUDE_BYTES = 64 * 1024
@@ -28,16 +29,6 @@ export interface AttemptResponse {
   readonly deadline: Deadline
 }
 
-/**
- * Where an asynchronous step of a request leaves its canceler. The steps are
- * `Effect.async` without a canceler of their own (each one would cost the
- * request fiber four more operations); the request's one finalizer calls
- * what is left here when the fiber is interrupted.
- */
-export interface CancelSlot {
-  cancel: (() => void) | undefined
-}
-
 /** Closes a response Tollgate will not relay (further): its deadline stops, its request is aborted unless it ended. */
 export const closeResponse = (
   deadlines: Deadlines["Service"],
@@ -45,14 +36,6 @@ export const closeResponse = (
 ) => {
   deadlines.unregister(response.deadline)
   response.call.close()
-}
-
-/** Stops the step `slot` holds a canceler for, if any, and clears the slot. */
-export const cancelPending = (slot: CancelSlot): void => {
-  const cancel = slot.cancel
-  if (cancel === undefined) return
-  slot.cancel = undefined
-  cancel()
 }
 
 /** Why an attempt produced no response. */
@@ -75,10 +58,11 @@ const failureOf = (error: UpstreamError): AttemptFailed =>
 /**
  * Sends one attempt and waits for its response head (see `AttemptResponse`),
  * or succeeds with `AttemptFailed` when there was none (a value, not an
- * error: the attempt loop branches on it either way, and a failure channel
- * would cost it two more operations per attempt). The first-token and total
- * deadlines run from the moment the request is sent; interruption (client
- * gone, or the caller gave up) aborts the upstream request.
+ * error: the attempt loop branches on it either way). The first-token and
+ * total deadlines run from the moment the request is sent. A response is a
+ * resource of the current scope (the attempt's): closing the scope closes
+ * it — unread when it was discarded. Interruption while waiting (client
+ * gone, the drain, a caller's `Effect.timeout`) aborts the upstream request.
  */
 export const sendAttempt = (
   deadlines: Deadlines["Service"],
@@ -86,16 +70,27 @@ export const sendAttempt = (
   upstream: UpstreamRequest,
   timeouts: TimeoutsConfig,
   api: ApiFormat,
-  slot: CancelSlot,
+): Effect.Effect<AttemptResponse | AttemptFailed, never, Scope.Scope> =>
+  Effect.acquireRelease(
+    awaitHead(deadlines, dispatcher, upstream, timeouts, api),
+    (result) =>
+      result instanceof AttemptFailed ? Effect.void : Effect.sync(() => closeResponse(deadlines, result)),
+    { interruptible: true },
+  )
+
+const awaitHead = (
+  deadlines: Deadlines["Service"],
+  dispatcher: Dispatcher,
+  upstream: UpstreamRequest,
+  timeouts: TimeoutsConfig,
+  api: ApiFormat,
 ): Effect.Effect<AttemptResponse | AttemptFailed> =>
   Effect.callback<AttemptResponse | AttemptFailed>((resume) => {
     let settled = false
     const now = deadlines.now()
-    /** `cancel`: what the request's finalizer closes until the next step takes the response over. */
-    const settle = (result: AttemptResponse | AttemptFailed, cancel?: () => void) => {
+    const settle = (result: AttemptResponse | AttemptFailed) => {
       if (settled) return
       settled = true
-      slot.cancel = cancel
       resume(Effect.succeed(result))
     }
     const close = () => closeResponse(deadlines, { call, deadline })
@@ -129,7 +124,7 @@ export const sendAttempt = (
       call.detach()
       deadline.firstByteBy = Infinity
       deadline.lastActivity = deadlines.now()
-      settle({ call, pending, meter, deadline }, close)
+      settle({ call, pending, meter, deadline })
     }
     const prelude = {
       onData: (chunk: Buffer) => {
@@ -153,11 +148,6 @@ export const sendAttempt = (
     }
     const call = new UpstreamCall(onHead, (error) => fail(failureOf(error)))
     deadlines.register(deadline)
-    slot.cancel = () => {
-      if (settled) return
-      settled = true
-      close()
-    }
     dispatcher.dispatch(
       {
         origin: upstream.origin,
@@ -168,4 +158,10 @@ export const sendAttempt = (
       },
       call,
     )
+    // Interrupted while waiting: abort the upstream request (a response already delivered is the scope's).
+    return Effect.sync(() => {
+      if (settled) return
+      settled = true
+      close()
+    })
   })

@@ -1,8 +1,8 @@
 import { Effect } from "effect"
 import type { ServerResponse } from "node:http"
-import { closeResponse, type AttemptResponse, type CancelSlot } from "./attempt.js"
-import type { Deadlines, TimeoutKind } from "./Deadlines.js"
-import type { BodyReader, UpstreamError } from "./upstream.js"
+import type { AttemptResponse } from "./attempt.js"
+import type { Deadlines, TimeoutKind } from "../reliability/Deadlines.js"
+import type { BodyReader, UpstreamError } from "../providers/transport.js"
 
 /** How a committed relay ended. Client disconnects are not here: they interrupt the request fiber. */
 export type RelayEnd =
@@ -35,9 +35,10 @@ const endOfTimeout = (kind: TimeoutKind): RelayEnd =>
  * again), then every chunk as it arrives, with backpressure (a `false` from
  * `write` pauses the upstream call until `drain`; undici stops reading the
  * socket after the chunk in hand). The relay is the call's `BodyReader`
- * (ADR 0034). Plain callbacks per chunk; one `Effect.async`
- * for the whole body, whose canceler is left in `slot` (see `CancelSlot`).
- * The response is not ended here: the caller writes the usage record first.
+ * (ADR 0034). Plain callbacks per chunk; one `Effect.callback` for the whole
+ * body, whose canceler (interruption: the client left, the drain) stops the
+ * relay and aborts the upstream request. The response is not ended here:
+ * the caller writes the usage record first.
  *
  * `holdLast` (for bodies that are not event streams) keeps each chunk until
  * the next one arrives, so the last one goes out with the end of the
@@ -50,7 +51,6 @@ export const relay = (
   response: AttemptResponse,
   res: ServerResponse,
   observe: Observer,
-  slot: CancelSlot,
   holdLast = false,
 ): Effect.Effect<RelayEnd> =>
   Effect.callback<RelayEnd>((resume) => {
@@ -60,7 +60,6 @@ export const relay = (
     const stop = (close: boolean, keepOpen = false): boolean => {
       if (done) return false
       done = true
-      slot.cancel = undefined
       if (!keepOpen) deadlines.unregister(deadline)
       call.detach()
       res.off("drain", onDrain)
@@ -119,8 +118,7 @@ export const relay = (
           deadline.expire = (kind) => {
             deadline.expired = kind
           }
-          // Interrupted while the caller extends: the paused upstream request is closed by the finalizer.
-          slot.cancel = () => closeResponse(deadlines, response)
+          // Interrupted while the caller extends: the attempt's scope closes the paused upstream request.
           resume(Effect.succeed(PAUSED))
         }
         return false
@@ -165,11 +163,11 @@ export const relay = (
     else if (pending.length > 1) writeMany(pending, true)
     pending.length = 0
     res.on("drain", onDrain)
-    // Interruption (the client left, or the drain): the request's finalizer stops the relay.
-    slot.cancel = () => void stop(true)
     // What arrived since the attempt (or the last relay) paused, then the end or a failure if they came.
     call.attach(reader)
     // Waiting for a drain that already came (while the caller extended the reservation): not waiting any more.
     if (deadline.waitingForClientSince !== 0 && !res.writableNeedDrain) deadline.waitingForClientSince = 0
     if (!done && deadline.waitingForClientSince === 0) call.resume()
+    // Interruption (the client left, or the drain): stop relaying and abort the upstream request.
+    return Effect.sync(() => void stop(true))
   })

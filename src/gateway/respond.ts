@@ -1,20 +1,26 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders, ServerResponse } from "node:http"
 import type { ErrorResponse } from "../domain/errors.js"
-import type { RequestContext } from "./context.js"
+import type { Progress, RequestInfo } from "./stages.js"
 
 /** Upstream response headers that reach the client (SPEC: the headers that matter). */
 const FORWARDED = ["content-type", "retry-after", "request-id"] as const
 
 /** Tollgate's own headers on a proxied response. */
-const tollgateHeaders = (ctx: RequestContext, headers: OutgoingHttpHeaders): OutgoingHttpHeaders => {
-  headers["x-request-id"] = ctx.requestId
-  if (ctx.target !== undefined) {
-    headers["x-tollgate-provider"] = ctx.target.provider
-    headers["x-tollgate-model"] = ctx.target.model
+const tollgateHeaders = (
+  info: RequestInfo,
+  progress: Progress,
+  headers: OutgoingHttpHeaders,
+): OutgoingHttpHeaders => {
+  headers["x-request-id"] = info.id
+  const target = progress.tally.target
+  if (target !== undefined) {
+    headers["x-tollgate-provider"] = target.provider
+    headers["x-tollgate-model"] = target.model
   }
-  headers["x-tollgate-attempts"] = String(ctx.attempts)
-  if (ctx.session !== null) headers["x-tollgate-session"] = ctx.session
-  const rate = ctx.admission?.headers
+  headers["x-tollgate-attempts"] = String(progress.tally.attempts)
+  const session = progress.planned?.plan.sessionId
+  if (session !== undefined) headers["x-tollgate-session"] = session
+  const rate = progress.admission?.headers
   if (rate !== undefined) Object.assign(headers, rate)
   return headers
 }
@@ -24,7 +30,8 @@ const tollgateHeaders = (ctx: RequestContext, headers: OutgoingHttpHeaders): Out
  * the commit time, `eventStream` whether the attempt found a 2xx event stream.
  */
 export const relayHeaders = (
-  ctx: RequestContext,
+  info: RequestInfo,
+  progress: Progress,
   upstream: IncomingHttpHeaders,
   nowMs: number,
   eventStream: boolean,
@@ -42,23 +49,23 @@ export const relayHeaders = (
     if (length !== undefined) headers["content-length"] = length
   }
   // Tollgate's own time and the upstream's until the commit, so a user can see the overhead per request.
-  const total = Math.max(0, nowMs - ctx.startMs)
-  headers["server-timing"] =
-    `tollgate;dur=${Math.max(0, total - ctx.upstreamMs)}, upstream;dur=${ctx.upstreamMs}`
-  return tollgateHeaders(ctx, headers)
+  const total = Math.max(0, nowMs - info.startMs)
+  const upstreamMs = progress.tally.upstreamMs
+  headers["server-timing"] = `tollgate;dur=${Math.max(0, total - upstreamMs)}, upstream;dur=${upstreamMs}`
+  return tollgateHeaders(info, progress, headers)
 }
 
 /** Writes an error response that Tollgate made itself (see `renderError`), unless the response already started. */
 export const writeError = (
   res: ServerResponse,
   rendered: ErrorResponse,
-  ctx: RequestContext | undefined,
+  request?: { readonly info: RequestInfo; readonly progress: Progress },
 ): void => {
   if (res.headersSent || res.destroyed) return
   const headers: OutgoingHttpHeaders = { ...rendered.headers }
   // Sized, like a relayed body with a known length (ADR 0040): no chunked framing for a body Tollgate made whole.
   headers["content-length"] = String(Buffer.byteLength(rendered.body))
-  if (ctx !== undefined) tollgateHeaders(ctx, headers)
+  if (request !== undefined) tollgateHeaders(request.info, request.progress, headers)
   res.writeHead(rendered.status, headers)
   res.end(rendered.body)
 }

@@ -1,18 +1,10 @@
 import { Clock, Context, Effect, Layer } from "effect"
 import type { BudgetConfig, TenantConfig } from "../config/model.js"
 import { BudgetExceeded, RateLimited, StoreUnavailable } from "../domain/errors.js"
-import type { Leftover } from "../ops/leftover.js"
 import { noopTelemetry, Telemetry, type TelemetryService } from "../ops/Telemetry.js"
 import { makeMemoryStore } from "./memoryStore.js"
 import { rateHeaders, retryAfterSeconds, type RateHeaders } from "./rateHeaders.js"
-import {
-  settleNowOf,
-  Store,
-  type Admitted,
-  type BudgetCheck,
-  type Refused,
-  type StoreService,
-} from "./Store.js"
+import { Store, type Admitted, type BudgetCheck, type Refused, type StoreService } from "./Store.js"
 
 /** After a store error, how long each copy uses only its local limits before it tries the store again, ms (ADR 0006). */
 export const LOCAL_ONLY_MS = 5_000
@@ -107,13 +99,10 @@ export class Limits extends Context.Service<
     ) => Effect.Effect<Admission, RateLimited | BudgetExceeded | StoreUnavailable>
     /**
      * Replaces the reservation with `cost` and the token estimate with
-     * `tokens`, once per admission. Done before it returns where the
-     * admission's store keeps its state in this process (the memory store,
-     * ADR 0035); what is left — the call to a remote store, the logging of a
-     * settle that failed — is returned for the caller to run. Never fails: a
-     * failed settle leaves the reservation.
+     * `tokens`, once per admission. Never fails: a failed settle is logged
+     * and leaves the reservation (the safe direction, ADR 0006).
      */
-    readonly settle: (admission: Admission, cost: number, tokens: number) => Leftover
+    readonly settle: (admission: Admission, cost: number, tokens: number) => Effect.Effect<void>
     /** Extends the reservation by `amount` if the hard budgets allow it. */
     readonly extend: (admission: Admission, amount: number) => Effect.Effect<ExtendResult>
     /** False from a store error until a store operation succeeds again. */
@@ -247,32 +236,19 @@ export const make = (
     tokenDelta: tokens - admission.tokenCost,
   })
 
-  const storeSettleNow = settleNowOf(store)
-  const localSettleNow = settleNowOf(local)
-
   const settleFailed = (admission: Admission, message: string) =>
     Effect.logWarning("settle failed; the reservation stays until the end of its period").pipe(
       Effect.annotateLogs({ tenant: admission.tenant.name, error: message }),
     )
 
-  const settle = (admission: Admission, cost: number, tokens: number): Leftover => {
-    if (admission.settled) return undefined
-    admission.settled = true
-    const request = settleRequest(admission, cost, tokens)
-    const fromStore = admission.via === "store"
-    const settleNow = fromStore ? storeSettleNow : localSettleNow
-    if (settleNow === undefined) {
-      return (fromStore ? store : local)
-        .settle(request)
+  const settle = (admission: Admission, cost: number, tokens: number): Effect.Effect<void> =>
+    Effect.suspend(() => {
+      if (admission.settled) return Effect.void
+      admission.settled = true
+      return (admission.via === "store" ? store : local)
+        .settle(settleRequest(admission, cost, tokens))
         .pipe(Effect.catch((error) => settleFailed(admission, error.message)))
-    }
-    try {
-      settleNow(request)
-      return undefined
-    } catch (error) {
-      return settleFailed(admission, error instanceof Error ? error.message : String(error))
-    }
-  }
+    })
 
   const extend = (admission: Admission, amount: number): Effect.Effect<ExtendResult> =>
     Effect.suspend(() => {

@@ -133,23 +133,6 @@ export interface StoreService {
 
 export class Store extends Context.Service<Store, StoreService>()("tollgate/limits/Store") {}
 
-/** `settle` done synchronously, for the stores that keep their state in this process: see `settleNowOf`. */
-const inProcessSettles = new WeakMap<StoreService, (request: SettleRequest) => void>()
-
-/** Registers `settle` as what `service` does synchronously (the memory store). */
-export const registerSettleNow = (service: StoreService, settle: (request: SettleRequest) => void): void => {
-  inProcessSettles.set(service, settle)
-}
-
-/**
- * `service`'s `settle`, done before it returns, when `service` itself keeps
- * its state in this process (the memory store, ADR 0035); undefined for a
- * remote store — and for any wrapper around a memory store, which has its
- * own `settle` to be called (a registry, not a property a spread would copy).
- */
-export const settleNowOf = (service: StoreService): ((request: SettleRequest) => void) | undefined =>
-  inProcessSettles.get(service)
-
 let cachedMonth = ""
 let cachedFrom = 0
 let cachedUntil = -1

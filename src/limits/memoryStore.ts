@@ -10,7 +10,6 @@ import { readUsageFile, type UsageFileError } from "../meter/UsageLog.js"
 import {
   MINUTE_MS,
   monthOf,
-  registerSettleNow,
   SESSION_TTL_MS,
   Store,
   type AdmitRequest,
@@ -255,7 +254,6 @@ const make = () => {
     extend: (request) => Effect.sync(() => extend(request)),
     tenantState: (name, now) => Effect.sync(() => tenantState(name, now)),
   }
-  registerSettleNow(service, settle)
   return { service, tenant, month }
 }
 

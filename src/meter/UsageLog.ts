@@ -6,7 +6,6 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import * as readline from "node:readline"
 import { Context, Data, Effect, FiberSet, Layer } from "effect"
-import { andThen, type Leftover } from "../ops/leftover.js"
 import { PartialWrite, writeAllSync } from "../ops/writeAll.js"
 import { decodeRecord, encodeRecord, type UsageRecord } from "./record.js"
 
@@ -29,30 +28,23 @@ export interface UsageLogService {
    */
   readonly append: (record: UsageRecord) => Effect.Effect<void>
   /**
-   * `append`, done before it returns (the write is synchronous anyway): no
-   * step of the request fiber of its own. Returns undefined when the line
-   * was written, else the logging of the failure (the line is kept, as
-   * with `append`), which the caller must run.
-   */
-  readonly appendNow: (record: UsageRecord) => Leftover
-  /**
    * Queues one record: the records queued in one event-loop turn are
    * written together, with one write(2), before the next turn's I/O
    * (`setImmediate`), and before any callback of `afterWrite` runs
-   * (ADR 0037). A write error is handled as with `append` and logged by the
-   * write. Returns what is left for the caller to run (a wrapper's logging;
-   * nothing from the log itself).
+   * (ADR 0037). Never fails: a write error is handled as with `append` and
+   * logged by the write.
    */
-  readonly queue: (record: UsageRecord) => Leftover
+  readonly queue: (record: UsageRecord) => void
   /** Runs `f` once every record queued so far is in the OS (at once when none is waiting). */
   readonly afterWrite: (f: () => void) => void
 }
 
-/** A service from its synchronous parts: `append` is `appendNow` in an Effect of its own. */
-export const usageLogOf = (parts: Omit<UsageLogService, "append">): UsageLogService => ({
-  ...parts,
-  append: (record) => Effect.suspend(() => parts.appendNow(record) ?? Effect.void),
-})
+/** What a synchronous step leaves to run as an Effect (the logging of a failed write), or undefined. */
+type Leftover = Effect.Effect<void> | undefined
+
+/** `a`, then `b`. */
+const andThen = (a: Leftover, b: Leftover): Leftover =>
+  a === undefined ? b : b === undefined ? a : Effect.andThen(a, b)
 
 const errorMessage = (cause: unknown): string => (cause instanceof Error ? cause.message : String(cause))
 
@@ -288,13 +280,12 @@ const make = Effect.fnUntraced(function* (file: string) {
     if (failed !== undefined) runFork(failed)
   }
 
-  const queue = (record: UsageRecord): Leftover => {
+  const queue = (record: UsageRecord): void => {
     queued += encodeRecord(record)
     if (!scheduled) {
       scheduled = true
       setImmediate(writeTurnLater)
     }
-    return undefined
   }
 
   const afterWrite = (f: () => void): void => {
@@ -311,7 +302,11 @@ const make = Effect.fnUntraced(function* (file: string) {
   // Closing: the queued lines and everything waiting for them, then the file (its finalizer, above).
   yield* Effect.addFinalizer(() => Effect.suspend(() => writeTurn() ?? Effect.void))
 
-  return usageLogOf({ appendNow, queue, afterWrite })
+  return {
+    append: (record: UsageRecord) => Effect.suspend(() => appendNow(record) ?? Effect.void),
+    queue,
+    afterWrite,
+  } satisfies UsageLogService
 })
 
 /** The usage-record log of this process. */

@@ -1,13 +1,12 @@
 import { Clock, Context, Effect, Layer } from "effect"
 import { collectDefaultMetrics, Registry } from "prom-client"
 import { Config } from "../config/Config.js"
-import type { RequestContext } from "../gateway/context.js"
 import { Breakers, type BreakerView } from "../reliability/Breakers.js"
 import { cache1, cache2, cache3, CounterCells, type CounterCell } from "./cells.js"
 import { BREAKER_STATE_VALUE, makeInstruments } from "./instruments.js"
-import { Deadlines } from "../gateway/Deadlines.js"
+import { Deadlines } from "../reliability/Deadlines.js"
 import { OpenRequests, type OverspendBound } from "./OpenRequests.js"
-import { Telemetry, type AttemptResult, type TelemetryService } from "./Telemetry.js"
+import { Telemetry, type AttemptResult, type RequestDone, type TelemetryService } from "./Telemetry.js"
 
 /** This gateway's Prometheus metrics (GET /metrics). */
 export interface MetricsService {
@@ -99,24 +98,21 @@ export const make = (deps: MetricsDeps): MetricsService => {
   for (const tenant of deps.tenants) tenantCells(tenant)
   let openStreams = 0
 
-  const requestDone = (ctx: RequestContext): void => {
-    requestCell(ctx.route?.name ?? "", ctx.target?.provider ?? "", ctx.status).inc()
-    const tenant = tenantCells(ctx.principal.tenant.name)
-    tenant.spend.inc(ctx.cost())
-    const usage = ctx.usage
-    tenant.tokens[0].inc(usage.inputTokens)
-    tenant.tokens[1].inc(usage.outputTokens)
-    tenant.tokens[2].inc(usage.cacheReadTokens)
-    tenant.tokens[3].inc(usage.cacheWriteTokens)
+  const requestDone = ({ record, route, committed, overheadMs }: RequestDone): void => {
+    requestCell(route, record.provider ?? "", record.status).inc()
+    const tenant = tenantCells(record.tenant)
+    tenant.spend.inc(record.cost_micro_usd)
+    tenant.tokens[0].inc(record.input_tokens)
+    tenant.tokens[1].inc(record.output_tokens)
+    tenant.tokens[2].inc(record.cache_read_tokens)
+    tenant.tokens[3].inc(record.cache_write_tokens)
     // Refusals are answered before any upstream byte (402/429); the stream cutoff ends a committed 200.
-    if (ctx.error === "rate_limited") tenant.rateLimited.inc()
-    else if (ctx.error === "budget_exceeded") {
-      if (ctx.committed) tenant.cutoff.inc()
+    if (record.error === "rate_limited") tenant.rateLimited.inc()
+    else if (record.error === "budget_exceeded") {
+      if (committed) tenant.cutoff.inc()
       else tenant.budgetRefused.inc()
     }
-    // Until the commit for relayed responses (what follows is the upstream's pace); until now otherwise.
-    const end = ctx.committed && ctx.committedMs > 0 ? ctx.committedMs : deps.now()
-    overhead.observe(Math.max(0, end - ctx.startMs - ctx.upstreamMs) / 1000)
+    overhead.observe(Math.max(0, overheadMs) / 1000)
   }
 
   const telemetry: TelemetryService = {

@@ -1,5 +1,4 @@
 import { Context, Layer } from "effect"
-import type { RequestContext } from "../gateway/context.js"
 
 /** The seed's worst-case overspend, summed over a tenant's requests open right now. */
 export interface OverspendBound {
@@ -25,12 +24,14 @@ interface TenantOpen {
 /**
  * The requests admitted and not yet settled, per tenant — what the live
  * overspend bound is made of. Plain counters, updated twice per request.
+ * `excess` is a request's output part of the bound, micro-USD × 1,000,000
+ * (undefined: the request has no output limit, so no bound).
  */
 export class OpenRequests extends Context.Service<
   OpenRequests,
   {
-    readonly admitted: (ctx: RequestContext) => void
-    readonly done: (ctx: RequestContext) => void
+    readonly admitted: (tenant: string, excess: number | undefined) => void
+    readonly done: (tenant: string, excess: number | undefined) => void
     readonly bound: (tenant: string) => OverspendBound
     readonly tenants: () => ReadonlyArray<string>
   }
@@ -38,38 +39,19 @@ export class OpenRequests extends Context.Service<
 
 const EMPTY: OverspendBound = { open: 0, microUsd: 0, unbounded: 0 }
 
-/** The output part of the worst case of one request, micro-USD × 1,000,000; undefined when unbounded. */
-const excessOf = (ctx: RequestContext): number | undefined => {
-  const maxTokens = ctx.request?.maxTokens
-  if (maxTokens === undefined) return undefined
-  let price = 0
-  // The reservation was made at the most expensive target; so is the bound.
-  for (const p of ctx.routePrices) price = Math.max(price, p.output)
-  return Math.max(0, maxTokens - ctx.reservedOutput) * price
-}
-
 export const make = () => {
   const byTenant = new Map<string, TenantOpen>()
   return {
-    admitted: (ctx: RequestContext) => {
-      if (ctx.endpoint === "/v1/messages/count_tokens") return
-      const name = ctx.principal.tenant.name
-      let t = byTenant.get(name)
-      if (t === undefined) byTenant.set(name, (t = { open: 0, scaled: 0, unbounded: 0 }))
-      const excess = excessOf(ctx)
+    admitted: (tenant: string, excess: number | undefined) => {
+      let t = byTenant.get(tenant)
+      if (t === undefined) byTenant.set(tenant, (t = { open: 0, scaled: 0, unbounded: 0 }))
       t.open++
       if (excess === undefined) t.unbounded++
       else t.scaled += excess
-      // A flag on the request rather than a WeakSet: weak collections cost the garbage collector extra
-      // work for every young object they hold.
-      ctx.openCounted = true
     },
-    done: (ctx: RequestContext) => {
-      if (!ctx.openCounted) return
-      ctx.openCounted = false
-      const t = byTenant.get(ctx.principal.tenant.name)
+    done: (tenant: string, excess: number | undefined) => {
+      const t = byTenant.get(tenant)
       if (t === undefined) return
-      const excess = excessOf(ctx)
       t.open--
       if (excess === undefined) t.unbounded--
       else t.scaled -= excess

@@ -1,5 +1,16 @@
 import { Context } from "effect"
-import type { RequestContext } from "../gateway/context.js"
+import type { UsageRecord } from "../meter/record.js"
+
+/** What telemetry learns of a finished request. */
+export interface RequestDone {
+  readonly record: UsageRecord
+  /** The configured route that served it; "" when the request named none (never the client's own string). */
+  readonly route: string
+  /** Its response started with an upstream's answer (a budget refusal after that is the stream cutoff). */
+  readonly committed: boolean
+  /** Tollgate's own time until the commit (or the end when nothing was relayed), upstream waits left out, ms. */
+  readonly overheadMs: number
+}
 
 /** How one upstream attempt ended, for metrics. */
 export type AttemptResult = "success" | "failure" | "neutral"
@@ -11,7 +22,7 @@ export type AttemptResult = "success" | "failure" | "neutral"
  */
 export interface TelemetryService {
   /** One request is done: its usage record was written (every authenticated request, once). */
-  readonly requestDone: (ctx: RequestContext) => void
+  readonly requestDone: (done: RequestDone) => void
   /** One upstream attempt ended (or was handed to the relay), `ms` after it was sent. */
   readonly attempt: (provider: string, model: string, result: AttemptResult, ms: number) => void
   /** Another attempt follows: the same target again (`retry`) or the next one (`fallback`). */

@@ -1,6 +1,5 @@
-import type { AnthropicProvider } from "../config/model.js"
 import type { ParsedRequest } from "../domain/request.js"
-import type { UpstreamRequest } from "./adapter.js"
+import type { UpstreamRequest } from "./transport.js"
 import { setMember } from "./patch.js"
 
 /** The `anthropic-version` sent when the client sends none. */
@@ -20,12 +19,12 @@ export const anthropicHeaders = (request: ParsedRequest): Record<string, string>
 
 /** Direct Anthropic API: `x-api-key`, the client's path, `model` patched. */
 export const buildAnthropic =
-  (config: AnthropicProvider, apiKey: string) =>
+  (baseUrl: string, apiKey: string) =>
   (request: ParsedRequest, model: string): UpstreamRequest => {
     const headers = anthropicHeaders(request)
     headers["x-api-key"] = apiKey
     return {
-      origin: config.baseUrl,
+      origin: baseUrl,
       path: request.endpoint,
       headers,
       body: setMember(request.raw, "model", JSON.stringify(model)),

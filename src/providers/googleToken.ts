@@ -1,6 +1,5 @@
-import { Clock, Data, Duration, Effect, Schedule } from "effect"
-import { GoogleAuth } from "google-auth-library"
-import type { VertexProvider } from "../config/model.js"
+import { Clock, Duration, Effect, Schedule } from "effect"
+import { ProviderError } from "./ProviderError.js"
 
 /** The scope Vertex AI needs. */
 const CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
@@ -10,11 +9,6 @@ export const REFRESH_BEFORE_MS = 5 * 60_000
 const MIN_REFRESH_MS = 10_000
 /** Wait before retrying a failed refresh, ms; the old token stays in use meanwhile. */
 const RETRY_MS = 5_000
-
-/** No usable Google credentials when Tollgate starts. */
-export class VertexCredentialsError extends Data.TaggedError("VertexCredentialsError")<{
-  readonly message: string
-}> {}
 
 interface Token {
   readonly token: string
@@ -30,7 +24,8 @@ interface Refreshable {
 
 const hint =
   "run `gcloud auth application-default login` on a development machine, or set GOOGLE_APPLICATION_CREDENTIALS " +
-  "to a service-account key file (on a Google Cloud host, the host's service identity works), or set access_token_env"
+  "to a service-account key file (on a Google Cloud host, the host's service identity works), or give a static " +
+  "access token (access_token_env in the config, accessToken in the library)"
 
 const describe = (cause: unknown): string => (cause instanceof Error ? cause.message : String(cause))
 
@@ -39,15 +34,17 @@ const describe = (cause: unknown): string => (cause instanceof Error ? cause.mes
  * Credentials (google-auth-library), held in memory and refreshed 5 minutes
  * before it expires by a fiber of the provider's layer — so building an
  * upstream request only reads a string. The first token is fetched at start:
- * without usable credentials the start fails with a message that says what to
- * do. A failed refresh keeps the old token and retries every 5 s.
+ * without usable credentials the start fails (`MissingCredentials`) with a
+ * message that says what to do. A failed refresh keeps the old token and
+ * retries every 5 s. google-auth-library is loaded only here, on first use.
  */
-export const googleToken = (provider: VertexProvider) =>
+export const googleToken = (provider: { readonly name: string; readonly project: string }) =>
   Effect.gen(function* () {
     // A fresh GoogleAuth per fetch: Application Default Credentials are read again (rotated keys are
     // picked up) and the client has no cache of its own, so a refresh always asks the token endpoint.
     const fetchToken = Effect.tryPromise({
       try: async (): Promise<Token> => {
+        const { GoogleAuth } = await import("google-auth-library")
         const client = (await new GoogleAuth({
           scopes: [CLOUD_PLATFORM],
           projectId: provider.project,
@@ -57,7 +54,9 @@ export const googleToken = (provider: VertexProvider) =>
         return { token, expiresAt: client.credentials?.expiry_date ?? undefined }
       },
       catch: (cause) =>
-        new VertexCredentialsError({
+        new ProviderError({
+          reason: "MissingCredentials",
+          provider: provider.name,
           message: `providers.${provider.name}: no usable Google Application Default Credentials (${describe(cause)}); ${hint}`,
         }),
     })

@@ -1,6 +1,5 @@
-import type { OllamaProvider, OpenAIProvider } from "../config/model.js"
 import type { ParsedRequest } from "../domain/request.js"
-import type { UpstreamRequest } from "./adapter.js"
+import type { UpstreamRequest } from "./transport.js"
 import { setMember } from "./patch.js"
 
 /**
@@ -27,18 +26,18 @@ const openaiHeaders = (request: ParsedRequest): Record<string, string> => {
 
 /** OpenAI Chat Completions: `authorization: Bearer`. */
 export const buildOpenAI =
-  (config: OpenAIProvider, apiKey: string) =>
+  (baseUrl: string, apiKey: string) =>
   (request: ParsedRequest, model: string): UpstreamRequest => {
     const headers = openaiHeaders(request)
     headers["authorization"] = `Bearer ${apiKey}`
-    return { origin: config.baseUrl, path: request.endpoint, headers, body: patchBody(request, model) }
+    return { origin: baseUrl, path: request.endpoint, headers, body: patchBody(request, model) }
   }
 
 /** Ollama's OpenAI-compatible endpoint: no key. */
 export const buildOllama =
-  (config: OllamaProvider) =>
+  (baseUrl: string) =>
   (request: ParsedRequest, model: string): UpstreamRequest => ({
-    origin: config.baseUrl,
+    origin: baseUrl,
     path: request.endpoint,
     headers: openaiHeaders(request),
     body: patchBody(request, model),

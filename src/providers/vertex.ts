@@ -1,11 +1,17 @@
-import type { VertexProvider } from "../config/model.js"
 import type { ParsedRequest } from "../domain/request.js"
-import type { UpstreamRequest } from "./adapter.js"
+import type { UpstreamRequest } from "./transport.js"
 import { anthropicHeaders } from "./anthropic.js"
 import { removeMember, setMember } from "./patch.js"
 
 /** The `anthropic_version` body field Vertex requires, added when the client sent none. */
 export const VERTEX_ANTHROPIC_VERSION = "vertex-2023-10-16"
+
+/** Where a Vertex provider's requests go. */
+export interface VertexTarget {
+  readonly baseUrl: string
+  readonly project: string
+  readonly region: string
+}
 
 /**
  * Claude on Vertex AI: the URL names the model, `model` leaves the body,
@@ -13,7 +19,7 @@ export const VERTEX_ANTHROPIC_VERSION = "vertex-2023-10-16"
  * (a cached Google access token, or a static one).
  */
 export const buildVertex =
-  (config: VertexProvider, token: () => string) =>
+  (target: VertexTarget, token: () => string) =>
   (request: ParsedRequest, model: string): UpstreamRequest => {
     const headers = anthropicHeaders(request)
     delete headers["anthropic-version"]
@@ -24,7 +30,7 @@ export const buildVertex =
     }
     const verb = request.stream ? "streamRawPredict" : "rawPredict"
     const path =
-      `/v1/projects/${encodeURIComponent(config.project)}/locations/${encodeURIComponent(config.region)}` +
+      `/v1/projects/${encodeURIComponent(target.project)}/locations/${encodeURIComponent(target.region)}` +
       `/publishers/anthropic/models/${encodeURIComponent(model).replaceAll("%40", "@")}:${verb}`
-    return { origin: config.baseUrl, path, headers, body }
+    return { origin: target.baseUrl, path, headers, body }
   }

@@ -4,8 +4,8 @@ import { TestClock } from "effect/testing"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { layerMemory, makeMemoryStore } from "../../src/limits/memoryStore.js"
-import { settleNowOf, Store, type StoreService } from "../../src/limits/Store.js"
+import { layerMemory } from "../../src/limits/memoryStore.js"
+import { Store } from "../../src/limits/Store.js"
 import { encodeRecord } from "../../src/meter/record.js"
 import { sampleRecord } from "../meter/fixtures.js"
 import { storeSuite } from "./store.conformance.js"
@@ -118,20 +118,4 @@ describe("memory store restore from the usage file", () => {
       assert.deepStrictEqual(acme?.sessions, [])
     }),
   )
-})
-
-describe("settling in one step (ADR 0035)", () => {
-  it.effect("the memory store settles synchronously, also when restored from a usage file", () =>
-    Effect.gen(function* () {
-      assert.isDefined(settleNowOf(yield* Effect.provide(Store, layerMemory())))
-      const file = yield* usageFile([])
-      assert.isDefined(settleNowOf(yield* Effect.provide(Store, layerMemory({ usageFile: file }))))
-    }),
-  )
-
-  it("a wrapper around it does not: its own settle (slow, counting, failing) is the one that runs", () => {
-    const memory = makeMemoryStore()
-    const wrapper: StoreService = { ...memory, settle: (request) => memory.settle(request) }
-    assert.isUndefined(settleNowOf(wrapper))
-  })
 })

@@ -3,7 +3,14 @@ import { join } from "node:path"
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { TenantConfig } from "../../src/config/model.js"
-import { RequestContext } from "../../src/gateway/context.js"
+import {
+  makeProgress,
+  overheadMs,
+  usageRecord,
+  type Committed,
+  type Ending,
+  type RequestInfo,
+} from "../../src/gateway/stages.js"
 import { generateKey, hashKey } from "../../src/keys/keys.js"
 import type { UsageRecord } from "../../src/meter/record.js"
 import { make as makeMetrics } from "../../src/ops/Metrics.js"
@@ -263,6 +270,8 @@ describe("metrics of two gateways in one process", () => {
   })
 })
 
+const ENDING: Ending = { status: 200, error: null, incomplete: false, usageEstimated: false }
+
 describe("the Tollgate-added latency", () => {
   const tenant: TenantConfig = {
     name: "acme",
@@ -271,14 +280,25 @@ describe("the Tollgate-added latency", () => {
     limits: { requestsPerMinute: undefined, tokensPerMinute: undefined },
     budgets: { month: undefined, session: undefined },
   }
-  const context = (startMs: number, upstreamMs: number, committedMs?: number) => {
-    const ctx = new RequestContext("r", startMs, "/v1/messages", "anthropic", { tenant, keyId: "ci" })
-    ctx.upstreamMs = upstreamMs
-    if (committedMs !== undefined) {
-      ctx.committed = true
-      ctx.committedMs = committedMs
+  /** The telemetry of a request that arrived at `startMs`, waited `upstreamMs` upstream, and committed at `committedMs`. */
+  const done = (startMs: number, upstreamMs: number, nowMs: number, committedMs?: number) => {
+    const info: RequestInfo = {
+      id: "r",
+      startMs,
+      endpoint: "/v1/messages",
+      api: "anthropic",
+      principal: { tenant, keyId: "ci" },
     }
-    return ctx
+    const progress = makeProgress()
+    progress.tally.upstreamMs = upstreamMs
+    if (committedMs !== undefined) progress.committed = { committedMs } as Committed
+    const record = usageRecord(info, progress, ENDING, 0, nowMs)
+    return {
+      record,
+      route: "",
+      committed: committedMs !== undefined,
+      overheadMs: overheadMs(info, progress, nowMs),
+    }
   }
 
   it("is the time to the commit minus upstream waiting, or the whole time for a response Tollgate made", async () => {
@@ -290,9 +310,9 @@ describe("the Tollgate-added latency", () => {
       relayBuffered: () => 0,
     })
     // Relayed: committed 43 ms after arrival, 40 of them upstream; the 900 ms of streaming after it do not count.
-    metrics.telemetry.requestDone(context(1_000, 40, 1_043))
+    metrics.telemetry.requestDone(done(1_000, 40, 1_943, 1_043))
     // Refused: no upstream, answered at now() = 7 ms after arrival.
-    metrics.telemetry.requestDone(context(10_000, 0))
+    metrics.telemetry.requestDone(done(10_000, 0, 10_007))
     const samples = parseExposition(await Effect.runPromise(metrics.scrape))
     const bucket = (le: string) =>
       samples.find((s) => s.name === "tollgate_overhead_seconds_bucket" && s.labels.le === le)?.value

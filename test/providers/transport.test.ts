@@ -7,7 +7,7 @@ import {
   UpstreamCall,
   type BodyReader,
   type UpstreamError,
-} from "../../src/gateway/upstream.js"
+} from "../../src/providers/transport.js"
 import { eventually } from "../support/harness.js"
 
 /** A real HTTP upstream whose handler each test writes. */

@@ -33,7 +33,7 @@ export const SWEEP_INTERVAL_MS = 25
 /**
  * Per-attempt timeouts without a fiber or timer per attempt
  * (ARCHITECTURE.md "The hot path"): attempts register a `Deadline`, and one
- * layer-owned fiber sweeps them through `Clock`, so `TestClock` drives them.
+ * layer-owned fiber sweeps them on the `Clock` service, so `TestClock` drives them.
  * The idle deadline does not run while the relay waits for a slow client;
  * the client's own write deadline (`idleMs`) and `totalBy` do.
  */
@@ -76,10 +76,9 @@ export const layer = Layer.effect(
         }
       }
     })
-    // The sweeper ticks on the live clock and compares deadlines with the layer's clock: under TestClock,
-    // deadlines pass only when a test moves the clock, and TestClock.adjust does not wait on forty
-    // sleeping sweeps for every second it moves.
-    const tick = Clock.Clock.defaultValue().sleep(Duration.millis(SWEEP_INTERVAL_MS))
+    // The sweeper sleeps on the layer's clock too: under TestClock a test that moves the clock runs the
+    // sweeps of that time, and a first-token, idle or total timeout fires with no real waiting.
+    const tick = clock.sleep(Duration.millis(SWEEP_INTERVAL_MS))
     yield* Effect.forkScoped(Effect.forever(Effect.andThen(tick, sweep)))
     return {
       now: () => clock.currentTimeMillisUnsafe(),

@@ -1,10 +1,72 @@
+/**
+ * Provider transport over undici: the upstream request, keep-alive pools,
+ * and `UpstreamCall`, the dispatch handler every upstream request goes
+ * through (the gateway's attempts and relay, and `ProviderClient.send`).
+ */
+import { Effect } from "effect"
 import type { IncomingHttpHeaders } from "node:http"
-import type { Dispatcher } from "undici"
+import { Agent, type Dispatcher } from "undici"
+
+/** One upstream HTTP request, ready for undici. */
+export interface UpstreamRequest {
+  readonly origin: string
+  readonly path: string
+  readonly headers: Record<string, string>
+  readonly body: Buffer
+}
+
+/** Idle upstream sockets stay in a pool this long, ms. */
+const KEEP_ALIVE_MS = 30_000
+
+/**
+ * Keep-alive pools for one provider, one undici `Agent` per connect timeout
+ * (ms; undici takes it per Agent), made on first use and destroyed when the
+ * scope closes.
+ */
+export const makePools = Effect.map(
+  Effect.acquireRelease(
+    Effect.sync(() => new Map<number, Agent>()),
+    (agents) => Effect.promise(() => Promise.all([...agents.values()].map((agent) => agent.destroy()))),
+  ),
+  (agents) =>
+    (connectMs: number): Dispatcher => {
+      let agent = agents.get(connectMs)
+      if (agent === undefined) {
+        agent = new Agent({
+          connect: { timeout: connectMs },
+          keepAliveTimeout: KEEP_ALIVE_MS,
+          // The caller's own deadlines govern headers and body; undici's would race them.
+          headersTimeout: 0,
+          bodyTimeout: 0,
+        })
+        agents.set(connectMs, agent)
+      }
+      return agent
+    },
+)
+
+/** Sends `upstream` (a POST) through `dispatcher`; `handler` gets the response. */
+export const dispatchUpstream = (
+  dispatcher: Dispatcher,
+  upstream: UpstreamRequest,
+  handler: Dispatcher.DispatchHandler,
+): void => {
+  dispatcher.dispatch(
+    {
+      origin: upstream.origin,
+      path: upstream.path,
+      method: "POST",
+      headers: upstream.headers,
+      body: upstream.body,
+    },
+    handler,
+  )
+}
 
 /** An error undici reports for an upstream request (connect failure, reset, …), with its code. */
 export type UpstreamError = Error & { readonly code?: string }
 
-/** What reads an upstream body: the attempt's prelude reader, then the relay. */
+/** What reads an upstream body: the attempt's prelude reader, then the relay; or `send`'s body stream. */
 export interface BodyReader {
   readonly onData: (chunk: Buffer) => void
   /**

@@ -1,0 +1,173 @@
+import { Effect, Exit, Scope } from "effect"
+import type { RouteConfig, TargetConfig } from "../config/model.js"
+import { NoUpstreamResponse, type TargetOutcome } from "../domain/errors.js"
+import type { ParsedRequest } from "../domain/request.js"
+import type { TelemetryService } from "../ops/Telemetry.js"
+import type { ProviderClient } from "../providers/ProviderClient.js"
+import type { Providers } from "../providers/Providers.js"
+import type { Breakers, Outcome, Permit } from "../reliability/Breakers.js"
+import type { Deadlines } from "../reliability/Deadlines.js"
+import type { RetryBudget } from "../reliability/RetryBudget.js"
+import { parseRetryAfter, ruleForInbandError, ruleForStatus, type Rule } from "../reliability/rules.js"
+import { AttemptFailed, sendAttempt, type AttemptResponse } from "./attempt.js"
+import type { AttemptTally } from "./stages.js"
+
+/**
+ * The response the attempt loop chose for the client: a 2xx to serve, or
+ * the last upstream error to send on unchanged. It stays open in its
+ * attempt's scope (a child of the request's) until the request ends.
+ */
+export interface Chosen {
+  readonly response: AttemptResponse
+  readonly target: TargetConfig
+  readonly adapter: ProviderClient["Service"]
+  /** Reports the attempt's result to its breaker (once; later calls and the scope's "neutral" do nothing). */
+  readonly report: (outcome: Outcome) => void
+}
+
+/** The rule for an attempt's response: an in-band error or a broken stream before any content stands for a status. */
+const ruleFor = (response: AttemptResponse): { rule: Rule; reason: string } => {
+  const meter = response.meter
+  if (meter !== undefined && !meter.contentStarted) {
+    if (meter.inbandError !== undefined) {
+      return { rule: ruleForInbandError(meter.inbandError.type), reason: `in-band ${meter.inbandError.type}` }
+    }
+    if (meter.failure !== undefined)
+      return { rule: ruleForStatus(502), reason: `${meter.failure} event stream` }
+  }
+  const status = response.call.status
+  return { rule: ruleForStatus(status), reason: `status ${status}` }
+}
+
+export interface AttemptDeps {
+  readonly providers: Providers["Service"]
+  readonly deadlines: Deadlines["Service"]
+  readonly breakers: Breakers["Service"]
+  readonly retryBudget: RetryBudget["Service"]
+  readonly telemetry: TelemetryService
+}
+
+/** A permit's result, reported once; the attempt's scope reports "neutral" if nothing else did. */
+const reporter = (breakers: Breakers["Service"], permit: Permit) => {
+  let reported = false
+  return (outcome: Outcome): void => {
+    if (reported) return
+    reported = true
+    breakers.record(permit, outcome)
+  }
+}
+
+/**
+ * The attempt loop of reliability.md "Retry rules": targets in order,
+ * `retry.max_attempts` attempts in all, extra attempts paid from the retry
+ * budget, blocked targets skipped for free. Each attempt runs in a child
+ * scope of the request's: its response and its breaker permit are that
+ * scope's resources, so discarding an error response is closing its scope
+ * (the body unread), and an interrupted request closes whatever is open.
+ * When nothing more can be tried, the last upstream response goes to the
+ * client unchanged, or a 502 names the targets.
+ */
+export const makeAttempts = (deps: AttemptDeps) => {
+  const { providers, deadlines, breakers, retryBudget, telemetry } = deps
+
+  return Effect.fnUntraced(function* (tally: AttemptTally, request: ParsedRequest, route: RouteConfig) {
+    const requestScope = yield* Effect.scope
+    retryBudget.recordRequest()
+    const outcomes: Array<TargetOutcome> = []
+    let blocked = 0
+    let blockedUntil = Number.POSITIVE_INFINITY
+    /** A failed attempt's response, kept unread until Tollgate knows whether another attempt follows. */
+    let held: { readonly chosen: Chosen; readonly scope: Scope.Closeable } | undefined
+    targets: for (const target of route.targets) {
+      const adapter = providers.get(target.provider)
+      if (!adapter.serves(request.endpoint)) {
+        outcomes.push({ ...target, outcome: "skipped", reason: `does not serve ${request.endpoint}` })
+        continue
+      }
+      let triesHere = 0
+      while (tally.attempts < route.retry.maxAttempts) {
+        const permit = breakers.acquire(target.provider, target.model, adapter.region)
+        if (permit._tag === "Blocked") {
+          outcomes.push({ ...target, outcome: "skipped", reason: permit.reason })
+          blocked++
+          blockedUntil = Math.min(blockedUntil, permit.until)
+          continue targets
+        }
+        if (tally.attempts > 0 && !retryBudget.tryConsume()) {
+          telemetry.retryBudgetRefused()
+          breakers.record(permit, "neutral")
+          outcomes.push({ ...target, outcome: "skipped", reason: "retry_budget_exhausted" })
+          break targets
+        }
+        if (held !== undefined) {
+          yield* Scope.close(held.scope, Exit.void)
+          held = undefined
+        }
+        const scope = yield* Scope.fork(requestScope, "sequential")
+        const report = reporter(breakers, permit)
+        yield* Scope.addFinalizer(
+          scope,
+          Effect.sync(() => report("neutral")),
+        )
+        if (tally.attempts > 0) telemetry.nextAttempt(triesHere > 0 ? "retry" : "fallback")
+        tally.attempts++
+        triesHere++
+        // The final attempt is named in the headers and the record even when it produced no response.
+        tally.target = target
+        const sentAt = deadlines.now()
+        const result = yield* Scope.provide(
+          sendAttempt(
+            deadlines,
+            adapter.dispatcher(route.timeouts.connectMs),
+            adapter.build(request, target.model),
+            route.timeouts,
+            adapter.api,
+          ),
+          scope,
+        )
+        const waited = deadlines.now() - sentAt
+        tally.upstreamMs += waited
+        if (result instanceof AttemptFailed) {
+          telemetry.attempt(target.provider, target.model, "failure", waited)
+          report("failure")
+          yield* Scope.close(scope, Exit.void)
+          outcomes.push({ ...target, outcome: "failed", reason: result.reason })
+          continue targets
+        }
+        const { rule, reason } = ruleFor(result)
+        telemetry.attempt(target.provider, target.model, rule.outcome, waited)
+        const chosen: Chosen = { response: result, target, adapter, report }
+        if (rule.decision === "serve") return chosen
+        if (rule.decision === "return") {
+          // Sent on unchanged, as an upstream error: its breaker learns nothing from how the relay goes.
+          report("neutral")
+          return chosen
+        }
+        report(rule.outcome)
+        if (rule.cooldown) {
+          const now = deadlines.now()
+          const ms = parseRetryAfter(result.call.headers["retry-after"], now)
+          if (ms !== undefined && ms > 0)
+            breakers.cooldown(target.provider, target.model, adapter.region, now + ms)
+        }
+        outcomes.push({ ...target, outcome: "failed", reason })
+        held = { chosen, scope }
+        if (rule.decision === "retry_same" && triesHere < 2) continue
+        continue targets
+      }
+      break
+    }
+    if (held !== undefined) return held.chosen
+    if (tally.attempts === 0 && blocked > 0) {
+      return yield* new NoUpstreamResponse({
+        message: "every target of the route is blocked by an open breaker or a cooldown",
+        targets: outcomes,
+        retryAfterSeconds: Math.max(1, Math.ceil((blockedUntil - deadlines.now()) / 1000)),
+      })
+    }
+    return yield* new NoUpstreamResponse({
+      message: "no target of the route produced a response",
+      targets: outcomes,
+    })
+  })
+}

@@ -1,0 +1,325 @@
+import { Cause, Effect, Exit, Option } from "effect"
+import type { IncomingMessage, ServerResponse } from "node:http"
+import type { RouteConfig, TollgateConfig } from "../config/model.js"
+import {
+  Draining,
+  errorCode,
+  InternalError,
+  InvalidRequest,
+  renderError,
+  RouteNotAllowed,
+  RouteNotFound,
+  streamErrorEvent,
+  type BodyTooLarge,
+  type GatewayError,
+} from "../domain/errors.js"
+import type { ParsedRequest } from "../domain/request.js"
+import type { Limits } from "../limits/Limits.js"
+import type { UsageLog } from "../meter/UsageLog.js"
+import { logRequest, writeRequestLine } from "../ops/logger.js"
+import type { OpenRequests } from "../ops/OpenRequests.js"
+import type { TelemetryService } from "../ops/Telemetry.js"
+import type { Providers } from "../providers/Providers.js"
+import type { Breakers } from "../reliability/Breakers.js"
+import type { Deadlines } from "../reliability/Deadlines.js"
+import type { RetryBudget } from "../reliability/RetryBudget.js"
+import { makePriceBook, overspendExcess, planAdmission } from "./admission.js"
+import { makeAttempts } from "./attempts.js"
+import { parseRequest } from "./parse.js"
+import { writeError } from "./respond.js"
+import { floorStreamedOutput, makeServe, type Relayed } from "./serve.js"
+import {
+  costOf,
+  makeProgress,
+  overheadMs,
+  settledTokens,
+  usageRecord,
+  type Ending,
+  type Progress,
+  type RequestInfo,
+} from "./stages.js"
+
+export interface PipelineDeps {
+  readonly config: TollgateConfig
+  readonly providers: Providers["Service"]
+  readonly deadlines: Deadlines["Service"]
+  readonly usageLog: UsageLog["Service"]
+  readonly breakers: Breakers["Service"]
+  readonly retryBudget: RetryBudget["Service"]
+  readonly limits: Limits["Service"]
+  readonly telemetry: TelemetryService
+  readonly openRequests: OpenRequests["Service"]
+}
+
+/** Why a request ended early: the drain ended it (`shutdown`), or the client went away. */
+export interface Interruption {
+  readonly shutdown: boolean
+}
+
+/**
+ * The per-request program (ARCHITECTURE.md "One request"): plan → admit →
+ * attempts → relay, each stage a value, in one `Scope` per request (a child
+ * scope per attempt holds its response and breaker permit). Its exit — a
+ * response, a refusal, a failure, or an interruption by a client that left
+ * or by the drain — is finished the same way, uninterruptibly: the
+ * admission is settled, then the usage record built from the stage values
+ * is queued, and the response ends once the record is in the file.
+ */
+export const makePipeline = (deps: PipelineDeps) => {
+  const { config, providers, deadlines, usageLog, limits, telemetry, openRequests } = deps
+  const price = makePriceBook(config)
+  const attempts = makeAttempts(deps)
+  const serve = makeServe({ deadlines, limits, telemetry, price })
+
+  const resolveRoute = (info: RequestInfo, request: ParsedRequest): RouteConfig | GatewayError => {
+    const route = config.routes.get(request.model)
+    if (route === undefined)
+      return new RouteNotFound({ message: `model "${request.model}" is not a route of this gateway` })
+    const allowed = info.principal.tenant.routes
+    if (allowed !== "*" && !allowed.includes(route.name)) return new RouteNotAllowed({ route: route.name })
+    if (route.api !== info.api) {
+      return new InvalidRequest({
+        message: `model "${route.name}" speaks the ${route.api} API; send it to ${route.api === "anthropic" ? "/v1/messages" : "/v1/chat/completions"}`,
+      })
+    }
+    return route
+  }
+
+  /**
+   * Parse, route and plan, in a plain function so the parsed body is
+   * garbage once it returns (the request fiber never holds it).
+   */
+  const plan = (info: RequestInfo, progress: Progress, body: Buffer, req: IncomingMessage) => {
+    const parsed = parseRequest(info.endpoint, body, req.headers)
+    if (parsed instanceof InvalidRequest) return parsed
+    const request = (progress.request = parsed.request)
+    const route = resolveRoute(info, request)
+    if (route instanceof Error) return route
+    const p = planAdmission(
+      config,
+      price,
+      info.api,
+      info.principal.tenant.name,
+      request,
+      parsed.json,
+      route,
+      req.headers,
+    )
+    if (p instanceof InvalidRequest) return p
+    return (progress.planned = { route, plan: p })
+  }
+
+  const run = Effect.fnUntraced(function* (
+    info: RequestInfo,
+    progress: Progress,
+    req: IncomingMessage,
+    res: ServerResponse,
+    body: Buffer | BodyTooLarge | InvalidRequest,
+  ) {
+    if (!Buffer.isBuffer(body)) return yield* body
+    const planned = plan(info, progress, body, req)
+    if (planned instanceof Error) return yield* planned
+    const request = progress.request!
+    const tenant = info.principal.tenant
+    // Uninterruptible up to the assignment: an admission that happened is settled (by the finish), even if
+    // the client left while it was on its way.
+    yield* Effect.uninterruptible(
+      Effect.map(
+        limits.admit({
+          tenant,
+          tokenCost: planned.plan.tokenCost,
+          reserve: planned.plan.reserve,
+          sessionId: planned.plan.sessionId,
+        }),
+        (admission) => {
+          progress.admission = admission
+          if (info.endpoint !== "/v1/messages/count_tokens") {
+            openRequests.admitted(tenant.name, overspendExcess(planned.plan, request.maxTokens))
+          }
+        },
+      ),
+    )
+    let route = planned.route
+    if (request.endpoint === "/v1/messages/count_tokens") {
+      // Forwarded to the first direct Anthropic target only (Vertex has no count_tokens here).
+      const direct = route.targets.find((t) => providers.get(t.provider).serves(request.endpoint))
+      if (direct === undefined) {
+        return yield* new RouteNotFound({
+          message: `model "${route.name}" has no direct Anthropic target for count_tokens`,
+        })
+      }
+      route = { ...route, targets: [direct] }
+    }
+    const chosen = yield* attempts(progress.tally, request, route)
+    const relayed = yield* serve(info, progress, chosen, res, (committed) => {
+      progress.committed = committed
+    })
+    chosen.report(relayed.outcome)
+    return relayed
+  })
+
+  /** A stream still open when the drain's grace ran out gets the error event; any other response is cut. */
+  const endForShutdown = (info: RequestInfo, progress: Progress) => (res: ServerResponse) => {
+    if (res.writableEnded || res.destroyed) return
+    const committed = progress.committed
+    if (committed?.eventStream === true) {
+      res.end(
+        streamErrorEvent(info.api, "overloaded_error", "Tollgate is shutting down; the stream was ended"),
+      )
+    } else if (committed !== undefined) res.destroy()
+    else writeError(res, renderError(info.api, new Draining()), { info, progress })
+  }
+
+  /** How the request ended, and what ends its response, from its exit. */
+  const ending = (
+    info: RequestInfo,
+    progress: Progress,
+    res: ServerResponse,
+    exit: Exit.Exit<Relayed, GatewayError>,
+    interruption: Interruption,
+  ): { readonly ending: Ending; readonly end: ((res: ServerResponse) => void) | undefined } => {
+    const committed = progress.committed
+    if (Exit.isSuccess(exit)) {
+      const relayed = exit.value
+      return {
+        ending: {
+          status: committed!.status,
+          error: relayed.error,
+          incomplete: relayed.incomplete,
+          usageEstimated: relayed.usageEstimated,
+        },
+        end: relayed.end,
+      }
+    }
+    const cause = exit.cause
+    if (Cause.hasInterruptsOnly(cause)) {
+      const error = committed?.error ?? (interruption.shutdown ? "shutdown" : "client_disconnected")
+      // A drain that cut a request before its response answers 503; a client that left, 499.
+      const status = committed?.status ?? (interruption.shutdown ? 503 : 499)
+      return {
+        ending: { status, error, incomplete: committed !== undefined, usageEstimated: false },
+        end: interruption.shutdown ? endForShutdown(info, progress) : undefined,
+      }
+    }
+    const failure = Cause.findErrorOption(cause)
+    const error: GatewayError = Option.isSome(failure)
+      ? failure.value
+      : new InternalError({ message: "internal error" })
+    if (committed !== undefined) {
+      // A failure inside Tollgate after the first byte: the response is cut short (the record says so),
+      // and a stream still gets its error event.
+      return {
+        ending: {
+          status: committed.status,
+          error: errorCode(error),
+          incomplete: true,
+          usageEstimated: false,
+        },
+        end: committed.eventStream
+          ? (r) => {
+              if (!r.writableEnded && !r.destroyed)
+                r.end(streamErrorEvent(info.api, "api_error", "internal error"))
+            }
+          : destroy,
+      }
+    }
+    if (res.destroyed || res.socket?.destroyed === true) {
+      // The client went away before any answer (for example mid-upload): nobody gets the error.
+      return {
+        ending: { status: 499, error: "client_disconnected", incomplete: false, usageEstimated: false },
+        end: undefined,
+      }
+    }
+    const rendered = renderError(info.api, error)
+    return {
+      ending: { status: rendered.status, error: errorCode(error), incomplete: false, usageEstimated: false },
+      end: (r) => writeError(r, rendered, { info, progress }),
+    }
+  }
+
+  /**
+   * The request's finish (uninterruptible, on every exit): closes an open
+   * stream's count, settles the admission, then queues the usage record and
+   * its log line and hands the end of the response to run once the record
+   * is in the file (ADR 0037: the records of one event-loop turn are
+   * written together). A record in the file means its spend is settled.
+   */
+  const finish = (
+    info: RequestInfo,
+    progress: Progress,
+    res: ServerResponse,
+    exit: Exit.Exit<Relayed, GatewayError>,
+    interruption: Interruption,
+  ) =>
+    Effect.suspend(() => {
+      const { ending: end, end: endResponse } = ending(info, progress, res, exit, interruption)
+      const committed = progress.committed
+      if (committed?.meter !== undefined) {
+        telemetry.streamClosed()
+        // A stream cut short: what streamed may still be charged by the provider (ADR 0029).
+        if (!Exit.isSuccess(exit)) floorStreamedOutput(committed.meter, progress.request?.maxTokens)
+      }
+      const cost = costOf(info, progress, end)
+      const admission = progress.admission
+      const write = Effect.sync(() => {
+        const now = deadlines.now()
+        const record = usageRecord(info, progress, end, cost, now)
+        usageLog.queue(record)
+        if (endResponse !== undefined) usageLog.afterWrite(() => endResponse(res))
+        telemetry.requestDone({
+          record,
+          route: progress.planned?.route.name ?? "",
+          committed: committed !== undefined,
+          overheadMs: overheadMs(info, progress, now),
+        })
+        return writeRequestLine(record, now) ? Effect.void : logRequest(record)
+      }).pipe(Effect.flatten)
+      const defect =
+        Exit.isFailure(exit) &&
+        Option.isNone(Cause.findErrorOption(exit.cause)) &&
+        !Cause.hasInterruptsOnly(exit.cause)
+      const logged = defect
+        ? Effect.andThen(
+            Effect.logError(
+              "request failed inside Tollgate",
+              Cause.pretty((exit as Exit.Failure<Relayed, GatewayError>).cause),
+            ).pipe(Effect.annotateLogs("request_id", info.id)),
+            write,
+          )
+        : write
+      if (admission === undefined) return logged
+      if (info.endpoint !== "/v1/messages/count_tokens") {
+        openRequests.done(
+          info.principal.tenant.name,
+          overspendExcess(progress.planned!.plan, progress.request?.maxTokens),
+        )
+      }
+      // Even a defect in the store call cannot cost the record or the end of the response.
+      return Effect.ensuring(limits.settle(admission, cost, settledTokens(progress, end)), logged)
+    })
+
+  /**
+   * The whole request: `run` in the request's scope, then `finish` on its
+   * exit. `interruption` tells an interrupted request why (read at the end).
+   */
+  const handle = (
+    info: RequestInfo,
+    req: IncomingMessage,
+    res: ServerResponse,
+    body: Buffer | BodyTooLarge | InvalidRequest,
+    interruption: Interruption,
+  ): Effect.Effect<void> => {
+    const progress = makeProgress()
+    return Effect.onExit(Effect.scoped(run(info, progress, req, res, body)), (exit) =>
+      finish(info, progress, res, exit, interruption),
+    ).pipe(Effect.ignoreCause)
+  }
+
+  /** A new request while draining: 503 with `connection: close`, and its usage record. */
+  const refuse = (info: RequestInfo, res: ServerResponse, interruption: Interruption): Effect.Effect<void> =>
+    finish(info, makeProgress(), res, Exit.fail(new Draining()), interruption)
+
+  return { handle, refuse }
+}
+
+const destroy = (res: ServerResponse): void => void res.destroy()

@@ -1,0 +1,227 @@
+import { Effect } from "effect"
+import type { ServerResponse } from "node:http"
+import { streamErrorEvent } from "../domain/errors.js"
+import type { Admission, Limits } from "../limits/Limits.js"
+import { costMicroUsd } from "../meter/cost.js"
+import type { StreamMeter } from "../meter/stream.js"
+import { makeUsageAcc } from "../meter/usage.js"
+import type { TelemetryService } from "../ops/Telemetry.js"
+import type { Outcome } from "../reliability/Breakers.js"
+import type { Deadlines } from "../reliability/Deadlines.js"
+import type { PriceEntry } from "../config/model.js"
+import { targetEstimate } from "./admission.js"
+import { closeResponse } from "./attempt.js"
+import type { Chosen } from "./attempts.js"
+import { JsonCollector } from "./jsonCollector.js"
+import { PAUSE, relay, type Observer, type RelayEnd } from "./relay.js"
+import { relayHeaders } from "./respond.js"
+import type { Committed, Progress, RequestInfo } from "./stages.js"
+
+const noObserver: Observer = () => undefined
+
+/** The relay was stopped by the budget cutoff (or a store that could not confirm the budget). */
+interface Cutoff {
+  readonly _tag: "Cutoff"
+}
+
+/** How a committed response ended: its record's part and what ends it once the record is written. */
+export interface Relayed {
+  /** What the relay means for the target's breaker. */
+  readonly outcome: Outcome
+  readonly incomplete: boolean
+  readonly error: string | null
+  readonly usageEstimated: boolean
+  /** Ends the client response (after the usage record is in the file, ADR 0037). */
+  readonly end: (res: ServerResponse) => void
+}
+
+/** What streamed past the last usage report may still be charged by the provider (ADR 0029). */
+export const floorStreamedOutput = (meter: StreamMeter, maxTokens: number | undefined): void => {
+  meter.usage.outputTokens = Math.max(meter.usage.outputTokens, streamedOutput(meter, maxTokens))
+}
+
+/** Output tokens estimated from the streamed text (ceil(bytes / 4)), never more than `max_tokens` allows. */
+const streamedOutput = (meter: StreamMeter, maxTokens: number | undefined): number => {
+  const estimate = Math.ceil(meter.outputChars / 4)
+  return maxTokens === undefined ? estimate : Math.min(estimate, maxTokens)
+}
+
+/**
+ * The approximate cutoff for hard-budget streams (SPEC "Sessions", ADR 0029):
+ * the reported input usage plus an output estimate (ceil(output bytes / 4)),
+ * priced at the serving target; `needed()` is how far that passes the
+ * request's reservation (≤ 0: nothing to do).
+ */
+const streamCutoff = (
+  info: RequestInfo,
+  progress: Progress,
+  admission: Admission,
+  price: PriceEntry | undefined,
+  meter: StreamMeter,
+) => {
+  const tenant = info.principal.tenant
+  const plan = progress.planned!.plan
+  const hard =
+    tenant.budgets.month?.mode === "hard" ||
+    (plan.sessionId !== undefined && tenant.budgets.session?.mode === "hard")
+  if (admission.via !== "store" || price === undefined || !hard) return undefined
+  const estimate = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 }
+  const maxTokens = progress.request?.maxTokens
+  return {
+    needed: (): number => {
+      const u = meter.usage
+      estimate.inputTokens = u.reported ? u.inputTokens : plan.inputEstimate
+      estimate.cacheReadTokens = u.cacheReadTokens
+      estimate.cacheWriteTokens = u.cacheWriteTokens
+      estimate.outputTokens = Math.max(u.outputTokens, streamedOutput(meter, maxTokens))
+      return costMicroUsd(estimate, price) - admission.reserved
+    },
+  }
+}
+
+export interface ServeDeps {
+  readonly deadlines: Deadlines["Service"]
+  readonly limits: Limits["Service"]
+  readonly telemetry: TelemetryService
+  readonly price: (target: Chosen["target"]) => PriceEntry | undefined
+}
+
+/**
+ * Commits the chosen response to the client (status, headers, held chunks)
+ * and relays the rest; after the commit nothing is retried. The commit is
+ * handed to `onCommit` (so an interrupted relay's record still has what
+ * arrived), and the result says how the response ends: a failure after the
+ * first byte ends an event stream with an error event; a JSON body is cut
+ * off (the client sees a truncated response, never a well-formed wrong one).
+ */
+export const makeServe = (deps: ServeDeps) => {
+  const { deadlines, limits, telemetry } = deps
+  return Effect.fnUntraced(function* (
+    info: RequestInfo,
+    progress: Progress,
+    chosen: Chosen,
+    res: ServerResponse,
+    onCommit: (committed: Committed) => void,
+  ) {
+    const { response, target, adapter } = chosen
+    const { status, headers } = response.call
+    const ok = status >= 200 && status < 300
+    const price = deps.price(target)
+    const meter = response.meter
+    const admission = progress.admission!
+    let json: JsonCollector | undefined
+    let observe = noObserver
+    const cutoff =
+      ok && meter !== undefined ? streamCutoff(info, progress, admission, price, meter) : undefined
+    if (meter !== undefined) {
+      observe = (chunk) => {
+        meter.push(chunk)
+        if (meter.failure !== undefined) return meter.failure
+        return cutoff !== undefined && cutoff.needed() > 0 ? PAUSE : undefined
+      }
+    } else if (ok) {
+      const collector = (json = new JsonCollector())
+      for (const chunk of response.pending) collector.push(chunk)
+      observe = (chunk) => {
+        collector.push(chunk)
+        return undefined
+      }
+    }
+    // A held response from an earlier attempt is named as the one that served.
+    progress.tally.target = target
+    const committedMs = deadlines.now()
+    res.writeHead(status, relayHeaders(info, progress, headers, committedMs, meter !== undefined))
+    const committed: Committed = {
+      status,
+      error: ok ? null : `upstream_status_${status}`,
+      target,
+      price,
+      targetEstimate: targetEstimate(progress.planned!.plan, price),
+      eventStream: meter !== undefined,
+      committedMs,
+      // The meter's accumulator is the request's usage, so an interrupted relay still records what arrived.
+      usage: meter !== undefined ? meter.usage : makeUsageAcc(),
+      meter,
+    }
+    onCommit(committed)
+    if (meter !== undefined) telemetry.streamOpened()
+    let end: RelayEnd | Cutoff = yield* relay(deadlines, response, res, observe, meter === undefined)
+    let error = committed.error
+    while (end._tag === "Paused" && cutoff !== undefined) {
+      const extended = yield* limits.extend(admission, Math.max(cutoff.needed(), committed.targetEstimate, 1))
+      if (extended !== "extended") {
+        // The approximate cutoff (ADR 0029): stop reading upstream and end the stream.
+        closeResponse(deadlines, response)
+        error = extended === "refused" ? "budget_exceeded" : "store_unavailable"
+        end = { _tag: "Cutoff" }
+        break
+      }
+      end = yield* relay(deadlines, response, res, observe)
+    }
+    if (meter !== undefined) {
+      meter.end()
+      if (meter.inbandError !== undefined) error = `upstream_error: ${meter.inbandError.type}`
+    } else if (json !== undefined && end._tag === "Complete") {
+      json.foldInto(adapter.api, committed.usage)
+    }
+    let outcome: Outcome = "success"
+    // A slow client or a budget cutoff is nobody's failure upstream.
+    if (end._tag === "ClientStalled" || end._tag === "Cutoff") outcome = "neutral"
+    else if (
+      end._tag === "UpstreamFailed" ||
+      (meter !== undefined && (!meter.finished || meter.inbandError))
+    ) {
+      outcome = "failure"
+    }
+    if (outcome !== "success") {
+      error ??=
+        end._tag === "UpstreamFailed"
+          ? end.reason
+          : end._tag === "ClientStalled"
+            ? "client_stalled"
+            : "stream_ended_early"
+      if (meter === undefined || end._tag === "ClientStalled") {
+        // A stream the client stopped reading: what streamed may still be charged by the provider (ADR 0029).
+        if (meter !== undefined) floorStreamedOutput(meter, progress.request?.maxTokens)
+        return { outcome, incomplete: true, error, usageEstimated: false, end: destroy } satisfies Relayed
+      }
+      floorStreamedOutput(meter, progress.request?.maxTokens)
+      if (error === "budget_exceeded") {
+        res.write(
+          streamErrorEvent(
+            adapter.api,
+            "budget_exceeded",
+            "the budget has no money left to continue this stream",
+          ),
+        )
+      } else if (error === "store_unavailable") {
+        res.write(
+          streamErrorEvent(
+            adapter.api,
+            "overloaded_error",
+            "the limit store is unavailable; the stream was stopped to protect a hard budget",
+          ),
+        )
+      } else if (meter.inbandError === undefined) {
+        res.write(streamErrorEvent(adapter.api, "api_error", `upstream stream failed: ${error}`))
+      }
+      return { outcome, incomplete: true, error, usageEstimated: false, end: endPlain } satisfies Relayed
+    }
+    let usageEstimated = false
+    if (ok && !committed.usage.reported && info.endpoint !== "/v1/messages/count_tokens") {
+      usageEstimated = true
+      committed.usage.inputTokens = progress.planned!.plan.inputEstimate
+    }
+    const last = end._tag === "Complete" ? end.last : undefined
+    return {
+      outcome,
+      incomplete: false,
+      error,
+      usageEstimated,
+      end: last === undefined ? endPlain : (r: ServerResponse) => void r.end(last),
+    } satisfies Relayed
+  })
+}
+
+const destroy = (res: ServerResponse): void => void res.destroy()
+const endPlain = (res: ServerResponse): void => void res.end()

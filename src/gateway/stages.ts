@@ -1,0 +1,159 @@
+import type { PriceEntry, RouteConfig, TargetConfig } from "../config/model.js"
+import type { ApiFormat, Endpoint } from "../domain/endpoint.js"
+import type { ParsedRequest } from "../domain/request.js"
+import type { Admission } from "../limits/Limits.js"
+import { costMicroUsd } from "../meter/cost.js"
+import type { UsageRecord } from "../meter/record.js"
+import type { StreamMeter } from "../meter/stream.js"
+import { makeUsageAcc, type UsageAcc } from "../meter/usage.js"
+import { isoTime } from "../ops/jsonText.js"
+import type { Plan } from "./admission.js"
+import type { Principal } from "./auth.js"
+
+/**
+ * The values one request produces, stage by stage (ARCHITECTURE.md "One
+ * request"): who and what it is when it arrives, the plan, the admission,
+ * the attempts, the committed response, and how it ended. The usage record
+ * is built from them in one function, `usageRecord`.
+ */
+
+/** Fixed when the request arrives (after auth). */
+export interface RequestInfo {
+  readonly id: string
+  /** Epoch ms the request arrived. */
+  readonly startMs: number
+  readonly endpoint: Endpoint
+  readonly api: ApiFormat
+  readonly principal: Principal
+}
+
+/** The request routed and planned. */
+export interface Planned {
+  readonly route: RouteConfig
+  readonly plan: Plan
+}
+
+/**
+ * The attempts so far, kept by the attempt loop as it goes: the record and
+ * the headers name the last attempt even when it produced no response.
+ */
+export interface AttemptTally {
+  attempts: number
+  target: TargetConfig | undefined
+  /** ms spent waiting for upstream attempts before the commit (the `upstream` part of server-timing). */
+  upstreamMs: number
+}
+
+export const makeTally = (): AttemptTally => ({ attempts: 0, target: undefined, upstreamMs: 0 })
+
+/** The response that went to the client: decided once its first byte was written (no retry after it). */
+export interface Committed {
+  readonly status: number
+  /** `upstream_status_N` for an upstream error sent on unchanged; null for a 2xx. */
+  readonly error: string | null
+  readonly target: TargetConfig
+  readonly price: PriceEntry | undefined
+  /** Estimated cost at this target's price, micro-USD: the floor of an estimated or incomplete charge. */
+  readonly targetEstimate: number
+  /** A metered 2xx event stream: a failure after the commit ends it with an error event; anything else is cut. */
+  readonly eventStream: boolean
+  /** Epoch ms of the commit: with the tally's `upstreamMs`, Tollgate's own share of the time to first byte. */
+  readonly committedMs: number
+  /** The usage as it accumulates (the stream meter's, or the JSON body's at its end). */
+  readonly usage: UsageAcc
+  readonly meter: StreamMeter | undefined
+}
+
+/** How the request ended, for its record and its response. */
+export interface Ending {
+  readonly status: number
+  readonly error: string | null
+  readonly incomplete: boolean
+  readonly usageEstimated: boolean
+}
+
+/** What one request reached: each stage's value, set once by the pipeline when its stage completes. */
+export interface Progress {
+  request: ParsedRequest | undefined
+  planned: Planned | undefined
+  admission: Admission | undefined
+  readonly tally: AttemptTally
+  committed: Committed | undefined
+}
+
+export const makeProgress = (): Progress => ({
+  request: undefined,
+  planned: undefined,
+  admission: undefined,
+  tally: makeTally(),
+  committed: undefined,
+})
+
+const NO_USAGE: UsageAcc = makeUsageAcc()
+
+const ok = (status: number): boolean => status >= 200 && status < 300
+
+/** The charge for the request in micro-USD (limits-and-budgets.md "Reserve and settle", step 3). */
+export const costOf = (info: RequestInfo, progress: Progress, ending: Ending): number => {
+  const committed = progress.committed
+  if (committed?.price === undefined || !ok(ending.status)) return 0
+  if (info.endpoint === "/v1/messages/count_tokens") return 0
+  const used = costMicroUsd(committed.usage, committed.price)
+  if (ending.usageEstimated || ending.incomplete) return Math.max(used, committed.targetEstimate)
+  return used
+}
+
+/** Tokens to count against tokens_per_minute at settle: the reported usage, else the admission's estimate. */
+export const settledTokens = (progress: Progress, ending: Ending): number => {
+  if (!ok(ending.status)) return 0
+  const usage = progress.committed?.usage
+  if (usage === undefined || !usage.reported) return progress.admission?.tokenCost ?? 0
+  return usage.inputTokens + usage.outputTokens + usage.cacheReadTokens + usage.cacheWriteTokens
+}
+
+/** The usage record of the request (SPEC "Usage records"), from its stage values. */
+export const usageRecord = (
+  info: RequestInfo,
+  progress: Progress,
+  ending: Ending,
+  cost: number,
+  nowMs: number,
+): UsageRecord => {
+  const { request, planned } = progress
+  const target = progress.committed?.target ?? progress.tally.target
+  const usage = progress.committed?.usage ?? NO_USAGE
+  return {
+    ts: isoTime(info.startMs),
+    request_id: info.id,
+    tenant: info.principal.tenant.name,
+    key_id: info.principal.keyId,
+    route: planned?.route.name ?? request?.model ?? "",
+    endpoint: info.endpoint,
+    stream: request?.stream ?? false,
+    provider: target?.provider ?? null,
+    model: target?.model ?? null,
+    attempts: progress.tally.attempts,
+    status: ending.status,
+    input_tokens: usage.inputTokens,
+    output_tokens: usage.outputTokens,
+    cache_read_tokens: usage.cacheReadTokens,
+    cache_write_tokens: usage.cacheWriteTokens,
+    reserved_micro_usd: progress.admission?.reserved ?? 0,
+    cost_micro_usd: cost,
+    usage_estimated: ending.usageEstimated,
+    incomplete: ending.incomplete,
+    session: planned?.plan.sessionId ?? null,
+    duration_ms: Math.max(0, nowMs - info.startMs),
+    error: ending.error,
+  }
+}
+
+/**
+ * Tollgate's own time on the request, ms: until the commit for a relayed
+ * response (what follows is the upstream's pace), until `nowMs` otherwise,
+ * less the time spent waiting for upstream attempts.
+ */
+export const overheadMs = (info: RequestInfo, progress: Progress, nowMs: number): number => {
+  const end = progress.committed?.committedMs ?? nowMs
+  return Math.max(0, end - info.startMs - progress.tally.upstreamMs)
+}

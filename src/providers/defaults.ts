@@ -1,0 +1,13 @@
+/** Default base URLs per kind (the config decoder's defaults, src/config/schema.ts). */
+export const DEFAULT_BASE_URL = {
+  anthropic: "https://api.anthropic.com",
+  openai: "https://api.openai.com",
+  ollama: "http://localhost:11434",
+} as const
+
+/** The default Vertex AI host for a region (`global` has no region prefix). */
+export const vertexBaseUrl = (region: string): string =>
+  region === "global" ? "https://aiplatform.googleapis.com" : `https://${region}-aiplatform.googleapis.com`
+
+/** Connect timeout of `send` when the options give none, ms (the config's `timeouts.connect` default). */
+export const DEFAULT_CONNECT_MS = 5_000

@@ -1,0 +1,107 @@
+import { Duration, Effect, Redacted } from "effect"
+import type { Endpoint } from "../domain/endpoint.js"
+import { buildAnthropic } from "./anthropic.js"
+import { DEFAULT_BASE_URL, DEFAULT_CONNECT_MS, vertexBaseUrl } from "./defaults.js"
+import { googleToken } from "./googleToken.js"
+import { buildOllama, buildOpenAI } from "./openai.js"
+import type { ProviderClient, ProviderClientOptions } from "./ProviderClient.js"
+import { ProviderError } from "./ProviderError.js"
+import { makeSend } from "./send.js"
+import { dispatchUpstream, makePools } from "./transport.js"
+import { buildVertex } from "./vertex.js"
+
+type Client = Omit<ProviderClient["Service"], "send">
+
+const servesAll = (): boolean => true
+const servesVertex = (endpoint: Endpoint): boolean => endpoint !== "/v1/messages/count_tokens"
+
+const baseUrlOf = (given: string | undefined, fallback: string): string =>
+  (given ?? fallback).replace(/\/+$/, "")
+
+/** The value of a key or token; an empty one is `MissingCredentials`. */
+const credential = (provider: string, field: string, value: Redacted.Redacted<string>) => {
+  const text = Redacted.value(value)
+  return text === ""
+    ? Effect.fail(
+        new ProviderError({
+          reason: "MissingCredentials",
+          provider,
+          message: `${provider}: ${field} is empty`,
+        }),
+      )
+    : Effect.succeed(text)
+}
+
+/** `ProviderClient.make`: one client with its own keep-alive pools, which close with the scope. */
+export const makeClient = Effect.fn("ProviderClient.make")(function* (options: ProviderClientOptions) {
+  const name = options.name ?? options.kind
+  const connectMs =
+    options.connectTimeout === undefined ? DEFAULT_CONNECT_MS : Duration.toMillis(options.connectTimeout)
+  const dispatcher = yield* makePools
+  const common = {
+    name,
+    dispatcher,
+    dispatch: (upstream, handler, ms) => dispatchUpstream(dispatcher(ms), upstream, handler),
+  } satisfies Partial<Client>
+  let client: Client
+  switch (options.kind) {
+    case "anthropic": {
+      const baseUrl = baseUrlOf(options.baseUrl, DEFAULT_BASE_URL.anthropic)
+      const apiKey = yield* credential(name, "apiKey", options.apiKey)
+      client = {
+        ...common,
+        kind: "anthropic",
+        api: "anthropic",
+        region: "",
+        serves: servesAll,
+        build: buildAnthropic(baseUrl, apiKey),
+      }
+      break
+    }
+    case "openai": {
+      const baseUrl = baseUrlOf(options.baseUrl, DEFAULT_BASE_URL.openai)
+      const apiKey = yield* credential(name, "apiKey", options.apiKey)
+      client = {
+        ...common,
+        kind: "openai",
+        api: "openai",
+        region: "",
+        serves: servesAll,
+        build: buildOpenAI(baseUrl, apiKey),
+      }
+      break
+    }
+    case "ollama": {
+      const baseUrl = baseUrlOf(options.baseUrl, DEFAULT_BASE_URL.ollama)
+      client = {
+        ...common,
+        kind: "ollama",
+        api: "openai",
+        region: "",
+        serves: servesAll,
+        build: buildOllama(baseUrl),
+      }
+      break
+    }
+    case "vertex": {
+      const { project, region } = options
+      const baseUrl = baseUrlOf(options.baseUrl, vertexBaseUrl(region))
+      let token: () => string
+      if (options.accessToken === undefined) token = yield* googleToken({ name, project })
+      else {
+        const value = yield* credential(name, "accessToken", options.accessToken)
+        token = () => value
+      }
+      client = {
+        ...common,
+        kind: "vertex",
+        api: "anthropic",
+        region,
+        serves: servesVertex,
+        build: buildVertex({ baseUrl, project, region }, token),
+      }
+      break
+    }
+  }
+  return { ...client, send: makeSend(client, connectMs) }
+})

@@ -1,0 +1,239 @@
+/**
+ * `ProviderClient.send`: one upstream request as a scoped resource, its body
+ * as a pulled `Stream` over `UpstreamCall`, its usage metered as the body is
+ * pulled.
+ */
+import { Cause, Deferred, Effect, Stream } from "effect"
+import type { Scope } from "effect"
+import type { NonEmptyReadonlyArray } from "effect/Array"
+import type { IncomingHttpHeaders } from "node:http"
+import type { ParsedRequest } from "../domain/request.js"
+import type { Usage } from "../domain/usage.js"
+import { estimateInputTokens } from "../limits/estimate.js"
+import { makeBodyUsage, type BodyUsage, type UsageBasis } from "./bodyUsage.js"
+import type { ProviderClient, ProviderResponse, SendRequest } from "./ProviderClient.js"
+import { ProviderError } from "./ProviderError.js"
+import { UpstreamCall, type BodyReader, type UpstreamError } from "./transport.js"
+
+type Client = Omit<ProviderClient["Service"], "send">
+
+type Chunks = NonEmptyReadonlyArray<Uint8Array>
+
+const isObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
+const positiveInt = (value: unknown): number | undefined =>
+  typeof value === "number" && Number.isSafeInteger(value) && value > 0 ? value : undefined
+
+const lowerCased = (headers: Readonly<Record<string, string>>): Record<string, string> => {
+  const out: Record<string, string> = {}
+  for (const [name, value] of Object.entries(headers)) out[name.toLowerCase()] = value
+  return out
+}
+
+const flatHeaders = (headers: IncomingHttpHeaders): Record<string, string> => {
+  const out: Record<string, string> = {}
+  for (const [name, value] of Object.entries(headers)) {
+    if (value !== undefined) out[name] = Array.isArray(value) ? value.join(", ") : value
+  }
+  return out
+}
+
+/** The send request as the builders take it (the gateway's `ParsedRequest`), with what metering needs. */
+interface Prepared {
+  readonly parsed: ParsedRequest
+  readonly model: string
+  readonly headers: Record<string, string>
+  readonly basis: UsageBasis
+}
+
+const prepare = (client: Client, request: SendRequest): Prepared | ProviderError => {
+  const invalid = (message: string) =>
+    new ProviderError({ reason: "InvalidRequest", provider: client.name, message })
+  const { endpoint } = request
+  if (!client.serves(endpoint)) return invalid(`${client.name} (${client.kind}) does not serve ${endpoint}`)
+  let raw: Buffer
+  let body: unknown
+  try {
+    if (request.body instanceof Uint8Array) {
+      raw = Buffer.from(request.body.buffer, request.body.byteOffset, request.body.byteLength)
+      body = JSON.parse(raw.toString("utf8"))
+    } else {
+      body = request.body
+      raw = Buffer.from(JSON.stringify(body), "utf8")
+    }
+  } catch (cause) {
+    return invalid(`the body is not JSON: ${cause instanceof Error ? cause.message : String(cause)}`)
+  }
+  if (!isObject(body)) return invalid("the body must be a JSON object")
+  const model = request.model ?? body["model"]
+  if (typeof model !== "string" || model === "") return invalid("no model: give `model` or a body `model`")
+  const headers = request.headers === undefined ? {} : lowerCased(request.headers)
+  const countTokens = endpoint === "/v1/messages/count_tokens"
+  const maxTokens =
+    endpoint === "/v1/chat/completions"
+      ? (positiveInt(body["max_completion_tokens"]) ?? positiveInt(body["max_tokens"]))
+      : positiveInt(body["max_tokens"])
+  const streamOptions = body["stream_options"]
+  return {
+    parsed: {
+      endpoint,
+      raw,
+      model,
+      stream: body["stream"] === true && !countTokens,
+      maxTokens,
+      anthropicVersion: headers["anthropic-version"],
+      anthropicBeta: headers["anthropic-beta"],
+      accept: headers["accept"],
+      streamOptions: isObject(streamOptions) ? streamOptions : undefined,
+      hasAnthropicVersion: body["anthropic_version"] !== undefined,
+      fakeScenario: headers["x-fake-scenario"],
+    },
+    model,
+    headers,
+    basis: { api: client.api, inputEstimate: countTokens ? 0 : estimateInputTokens(body), maxTokens },
+  }
+}
+
+const failureOf = (provider: string, error: UpstreamError): ProviderError =>
+  error.code === "UND_ERR_CONNECT_TIMEOUT"
+    ? new ProviderError({
+        reason: "ConnectTimeout",
+        provider,
+        message: "no connection within the connect timeout",
+      })
+    : new ProviderError({
+        reason: "ConnectionFailed",
+        provider,
+        message: error.code === undefined ? error.message : `${error.code}: ${error.message}`,
+      })
+
+const bodyFailed = (provider: string, message: string) =>
+  new ProviderError({ reason: "BodyFailed", provider, message })
+
+/**
+ * A response body as a pulled stream: each pull attaches a reader to the
+ * paused call and resumes it; the first chunks that arrive pause it again
+ * and are metered, then handed over. `close` (the scope closed) fails the
+ * pull waiting, if any, and every later one.
+ */
+const responseBody = (call: UpstreamCall, provider: string, meter: BodyUsage, settle: () => void) => {
+  let state: "open" | "ended" | "closed" = "open"
+  let failure: ProviderError | undefined
+  let waiting: ((effect: Effect.Effect<Chunks, ProviderError | Cause.Done>) => void) | undefined
+  const pull = Effect.callback<Chunks, ProviderError | Cause.Done>((resume) => {
+    if (failure !== undefined) return resume(Effect.fail(failure))
+    if (state === "ended") return resume(Cause.done())
+    if (state === "closed") return resume(Effect.fail(bodyFailed(provider, "the response's scope closed")))
+    waiting = resume
+    const take = (chunks: ReadonlyArray<Uint8Array>) => {
+      // Paused before the chunks are handed over: undici reads no further until the next pull.
+      call.pause()
+      call.detach()
+      waiting = undefined
+      for (const chunk of chunks) meter.push(chunk)
+      resume(Effect.succeed(chunks as Chunks))
+    }
+    const reader: BodyReader = {
+      onData: (chunk) => take([chunk]),
+      onDataMany: (chunks) => {
+        take(chunks)
+        return chunks.length
+      },
+      onEnd: () => {
+        state = "ended"
+        waiting = undefined
+        settle()
+        resume(Cause.done())
+      },
+      onError: (error) => {
+        failure = bodyFailed(
+          provider,
+          error.code === undefined ? error.message : `${error.code}: ${error.message}`,
+        )
+        waiting = undefined
+        settle()
+        resume(Effect.fail(failure))
+      },
+    }
+    call.attach(reader)
+    call.resume()
+    return Effect.sync(() => {
+      waiting = undefined
+      call.pause()
+      call.detach()
+    })
+  })
+  return {
+    stream: Stream.fromPull(Effect.succeed(pull)),
+    close: () => {
+      if (state === "open") state = "closed"
+      const resume = waiting
+      waiting = undefined
+      resume?.(Effect.fail(bodyFailed(provider, "the response's scope closed")))
+    },
+  }
+}
+
+/**
+ * `send` for `client`, connecting within `connectMs`. The call is closed by
+ * a finalizer of the caller's scope (an abort unless the response ended),
+ * and by the canceler of the wait for the head; the usage resolves at the
+ * end of the body or in that finalizer.
+ */
+export const makeSend = (client: Client, connectMs: number) =>
+  Effect.fnUntraced(function* (
+    request: SendRequest,
+  ): Effect.fn.Return<ProviderResponse, ProviderError, Scope.Scope> {
+    const prepared = prepare(client, request)
+    if (prepared instanceof ProviderError) return yield* prepared
+    const built = client.build(prepared.parsed, prepared.model)
+    const upstream = { ...built, headers: { ...prepared.headers, ...built.headers } }
+    let call: UpstreamCall | undefined
+    let body: ReturnType<typeof responseBody> | undefined
+    const usage = Deferred.makeUnsafe<Usage>()
+    let meter: BodyUsage | undefined
+    const settle = () => {
+      if (meter !== undefined && !Deferred.isDoneUnsafe(usage))
+        Deferred.doneUnsafe(usage, Effect.succeed(meter.result()))
+    }
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        call?.close()
+        settle()
+        body?.close()
+      }),
+    )
+    const head = yield* Effect.callback<UpstreamCall, ProviderError>((resume) => {
+      call = new UpstreamCall(
+        (c) => {
+          // Nobody reads yet: the body waits for the first pull.
+          c.pause()
+          resume(Effect.succeed(c))
+        },
+        (error) => resume(Effect.fail(failureOf(client.name, error))),
+      )
+      try {
+        client.dispatch(upstream, call, connectMs)
+      } catch (cause) {
+        call.close()
+        const message = cause instanceof Error ? cause.message : String(cause)
+        resume(Effect.fail(new ProviderError({ reason: "InvalidRequest", provider: client.name, message })))
+      }
+      return Effect.sync(() => call?.close())
+    })
+    const contentType = head.headers["content-type"]
+    meter = makeBodyUsage(
+      prepared.basis,
+      head.status,
+      typeof contentType === "string" ? contentType : undefined,
+      request.endpoint === "/v1/messages/count_tokens",
+    )
+    body = responseBody(head, client.name, meter, settle)
+    return {
+      status: head.status,
+      headers: flatHeaders(head.headers),
+      body: body.stream,
+      usage: Deferred.await(usage),
+    }
+  })
