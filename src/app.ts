@@ -6,6 +6,7 @@ import type { TollgateConfig } from "./config/model.js"
 import * as Deadlines from "./reliability/Deadlines.js"
 import * as Gateway from "./gateway/Gateway.js"
 import * as Server from "./http/Server.js"
+import { Meter } from "./meter/Meter.js"
 import { UsageLog } from "./meter/UsageLog.js"
 import * as Providers from "./providers/Providers.js"
 import * as Breakers from "./reliability/Breakers.js"
@@ -45,7 +46,7 @@ export const appLayer = (
     Layer.provideMerge(UsageIndex.layer(config.usageFile)),
     Layer.provideMerge(telemetry),
     Layer.provideMerge(Metrics.layer),
-    Layer.provideMerge(Layer.mergeAll(Breakers.layer, OpenRequests.layer, Deadlines.layer)),
+    Layer.provideMerge(Layer.mergeAll(Breakers.layer, OpenRequests.layer, Deadlines.layer, Meter.layer)),
     Layer.provideMerge(Config.layerFrom(config)),
   )
   return Server.layer.pipe(Layer.provide(Layer.merge(Gateway.layer, AdminApi.layer)), Layer.provide(base))

@@ -3,6 +3,7 @@
  * does not hide problems in another), the price table loaded, the cross-section checks run,
  * and all problems reported together.
  */
+import { vertexBaseUrl } from "../domain/providerDefaults.js"
 import * as NodePath from "node:path"
 import { Effect, Result, Schema } from "effect"
 import { checkBudgetPrices, checkKeyHashes, checkProviderEnv, checkRoutes, checkTenants } from "./checks.js"
@@ -177,7 +178,7 @@ const toProvider = (name: string, file: S.ProviderFile): ProviderConfig => {
         kind: "vertex",
         project: file.project,
         region: file.region,
-        baseUrl: file.baseUrl ?? S.vertexBaseUrl(file.region),
+        baseUrl: file.baseUrl ?? vertexBaseUrl(file.region),
         accessTokenEnv: file.accessTokenEnv,
       }
     case "anthropic":

@@ -5,6 +5,7 @@
  * default filled in. Decode with `parseOptions` so that unknown keys fail at every level.
  */
 import { Effect, Schema } from "effect"
+import { DEFAULT_BASE_URL, DEFAULT_CONNECT_MS } from "../domain/providerDefaults.js"
 import {
   BaseUrl,
   discriminated,
@@ -103,7 +104,7 @@ const timeoutKeys = {
 
 /** `timeouts:` — connect 5s, first_token 60s, idle 60s, total 600s; each > 0. */
 export const TimeoutsSection = Schema.Struct({
-  connectMs: withDefault(PositiveDuration, 5_000),
+  connectMs: withDefault(PositiveDuration, DEFAULT_CONNECT_MS),
   firstTokenMs: withDefault(PositiveDuration, 60_000),
   idleMs: withDefault(PositiveDuration, 60_000),
   totalMs: withDefault(PositiveDuration, 600_000),
@@ -135,17 +136,17 @@ const GcpProject = says(
 /**
  * One entry of `providers:` (without its name). Every kind takes `base_url` (trailing slash
  * stripped). Vertex's `base_url` stays undefined when absent: its default depends on `region`
- * (see {@link vertexBaseUrl}).
+ * (`vertexBaseUrl` in src/domain/providerDefaults.ts).
  */
 export const Provider = discriminated("kind", "provider kind", {
   anthropic: Schema.Struct({
     kind: Schema.Literal("anthropic"),
-    baseUrl: withDefault(BaseUrl, "https://api.anthropic.com"),
+    baseUrl: withDefault(BaseUrl, DEFAULT_BASE_URL.anthropic),
     apiKeyEnv: withDefault(EnvVarName, "ANTHROPIC_API_KEY"),
   }).pipe(Schema.encodeKeys({ baseUrl: "base_url", apiKeyEnv: "api_key_env" })),
   openai: Schema.Struct({
     kind: Schema.Literal("openai"),
-    baseUrl: withDefault(BaseUrl, "https://api.openai.com"),
+    baseUrl: withDefault(BaseUrl, DEFAULT_BASE_URL.openai),
     apiKeyEnv: withDefault(EnvVarName, "OPENAI_API_KEY"),
   }).pipe(Schema.encodeKeys({ baseUrl: "base_url", apiKeyEnv: "api_key_env" })),
   vertex: Schema.Struct({
@@ -157,13 +158,9 @@ export const Provider = discriminated("kind", "provider kind", {
   }).pipe(Schema.encodeKeys({ baseUrl: "base_url", accessTokenEnv: "access_token_env" })),
   ollama: Schema.Struct({
     kind: Schema.Literal("ollama"),
-    baseUrl: withDefault(BaseUrl, "http://localhost:11434"),
+    baseUrl: withDefault(BaseUrl, DEFAULT_BASE_URL.ollama),
   }).pipe(Schema.encodeKeys({ baseUrl: "base_url" })),
 })
-
-/** The default Vertex AI host for a region (`global` has no region prefix). */
-export const vertexBaseUrl = (region: string): string =>
-  region === "global" ? "https://aiplatform.googleapis.com" : `https://${region}-aiplatform.googleapis.com`
 
 /** One entry of a route's `targets:`. */
 export const Target = Schema.Struct({ provider: Name, model: Name }).annotate({

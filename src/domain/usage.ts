@@ -1,8 +1,5 @@
-/**
- * The token usage of one upstream response, as the provider layer reports
- * it (`ProviderResponse.usage`). Counts are integers ≥ 0.
- */
-export interface Usage {
+/** Token counts of one response. All integers ≥ 0. */
+export interface TokenCounts {
   /** Uncached input tokens. */
   readonly inputTokens: number
   readonly outputTokens: number
@@ -10,6 +7,13 @@ export interface Usage {
   readonly cacheReadTokens: number
   /** Input tokens written to the prompt cache. */
   readonly cacheWriteTokens: number
+}
+
+/**
+ * The token usage of one upstream response, as the provider layer reports
+ * it (`ProviderResponse.usage`).
+ */
+export interface Usage extends TokenCounts {
   /**
    * True when the provider reported no usage and the counts are Tollgate's
    * estimate: input from the request's text (ADR 0003), output from the

@@ -5,6 +5,7 @@ import { Config } from "../config/Config.js"
 import { endpointApi, type Endpoint } from "../domain/endpoint.js"
 import { renderError, Unauthenticated } from "../domain/errors.js"
 import { Limits } from "../limits/Limits.js"
+import { Meter } from "../meter/Meter.js"
 import { UsageLog } from "../meter/UsageLog.js"
 import { IndexedList, type Listed } from "../ops/IndexedList.js"
 import { OpenRequests } from "../ops/OpenRequests.js"
@@ -58,6 +59,7 @@ export const layer = Layer.effect(
       limits: yield* Limits,
       telemetry: yield* Telemetry,
       openRequests: yield* OpenRequests,
+      meters: yield* Meter,
     })
     const authenticate = makeAuthenticator(config)
     // Request fibers run with the services this layer was built with (the Clock included, so TestClock

@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from "node:http"
 import type { ApiFormat, PriceEntry, RouteConfig, TargetConfig, TollgateConfig } from "../config/model.js"
 import { priceFor } from "../config/pricing.js"
-import { estimateInputTokens } from "../limits/estimate.js"
+import { estimateInputTokens } from "../domain/estimate.js"
 import { deriveSessionId, isValidSessionId } from "../limits/session.js"
 import { costMicroUsd } from "../meter/cost.js"
 import { InvalidRequest } from "../domain/errors.js"

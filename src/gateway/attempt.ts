@@ -1,11 +1,11 @@
 import { Data, Effect } from "effect"
 import type { Scope } from "effect"
-import type { Dispatcher } from "undici"
-import type { ApiFormat, TimeoutsConfig } from "../config/model.js"
-import { makeStreamMeter, type StreamMeter } from "../meter/stream.js"
-import type { UpstreamRequest } from "../providers/transport.js"
+import type { TimeoutsConfig } from "../config/model.js"
+import type { Meter } from "../meter/Meter.js"
+import type { StreamMeter } from "../meter/stream.js"
+import type { ProviderClient } from "../providers/ProviderClient.js"
 import type { Deadline, Deadlines, TimeoutKind } from "../reliability/Deadlines.js"
-import { UpstreamCall, type UpstreamError } from "../providers/transport.js"
+import { UpstreamCall, type UpstreamError, type UpstreamRequest } from "../providers/transport.js"
 
 /** Largest stream prelude held back while waiting for the first content, bytes (ADR 0007). */
 export const MAX_PRELUDE_BYTES = 64 * 1024
@@ -38,6 +38,12 @@ export const closeResponse = (
   response.call.close()
 }
 
+/** The services an attempt uses. */
+export interface AttemptEnv {
+  readonly deadlines: Deadlines["Service"]
+  readonly meters: Meter["Service"]
+}
+
 /** Why an attempt produced no response. */
 export type AttemptFailureReason = "connect_timeout" | "connection_failed" | TimeoutKind
 
@@ -65,25 +71,23 @@ const failureOf = (error: UpstreamError): AttemptFailed =>
  * gone, the drain, a caller's `Effect.timeout`) aborts the upstream request.
  */
 export const sendAttempt = (
-  deadlines: Deadlines["Service"],
-  dispatcher: Dispatcher,
+  env: AttemptEnv,
+  client: Pick<ProviderClient["Service"], "api" | "dispatch">,
   upstream: UpstreamRequest,
   timeouts: TimeoutsConfig,
-  api: ApiFormat,
 ): Effect.Effect<AttemptResponse | AttemptFailed, never, Scope.Scope> =>
   Effect.acquireRelease(
-    awaitHead(deadlines, dispatcher, upstream, timeouts, api),
+    awaitHead(env, client, upstream, timeouts),
     (result) =>
-      result instanceof AttemptFailed ? Effect.void : Effect.sync(() => closeResponse(deadlines, result)),
+      result instanceof AttemptFailed ? Effect.void : Effect.sync(() => closeResponse(env.deadlines, result)),
     { interruptible: true },
   )
 
 const awaitHead = (
-  deadlines: Deadlines["Service"],
-  dispatcher: Dispatcher,
+  { deadlines, meters }: AttemptEnv,
+  client: Pick<ProviderClient["Service"], "api" | "dispatch">,
   upstream: UpstreamRequest,
   timeouts: TimeoutsConfig,
-  api: ApiFormat,
 ): Effect.Effect<AttemptResponse | AttemptFailed> =>
   Effect.callback<AttemptResponse | AttemptFailed>((resume) => {
     let settled = false
@@ -115,7 +119,7 @@ const awaitHead = (
     const onHead = (call: UpstreamCall) => {
       const status = call.status
       if (status < 200 || status >= 300) return respond()
-      if (isEventStream(call.headers["content-type"])) meter = makeStreamMeter(api)
+      if (isEventStream(call.headers["content-type"])) meter = meters.stream(client.api)
       call.attach(prelude)
     }
     // What arrives until the relay attaches is queued (up to 32 KiB): a body that ends meanwhile leaves the
@@ -148,16 +152,7 @@ const awaitHead = (
     }
     const call = new UpstreamCall(onHead, (error) => fail(failureOf(error)))
     deadlines.register(deadline)
-    dispatcher.dispatch(
-      {
-        origin: upstream.origin,
-        path: upstream.path,
-        method: "POST",
-        headers: upstream.headers,
-        body: upstream.body,
-      },
-      call,
-    )
+    client.dispatch(upstream, call, timeouts.connectMs)
     // Interrupted while waiting: abort the upstream request (a response already delivered is the scope's).
     return Effect.sync(() => {
       if (settled) return

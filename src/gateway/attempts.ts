@@ -2,6 +2,7 @@ import { Effect, Exit, Scope } from "effect"
 import type { RouteConfig, TargetConfig } from "../config/model.js"
 import { NoUpstreamResponse, type TargetOutcome } from "../domain/errors.js"
 import type { ParsedRequest } from "../domain/request.js"
+import type { Meter } from "../meter/Meter.js"
 import type { TelemetryService } from "../ops/Telemetry.js"
 import type { ProviderClient } from "../providers/ProviderClient.js"
 import type { Providers } from "../providers/Providers.js"
@@ -9,7 +10,7 @@ import type { Breakers, Outcome, Permit } from "../reliability/Breakers.js"
 import type { Deadlines } from "../reliability/Deadlines.js"
 import type { RetryBudget } from "../reliability/RetryBudget.js"
 import { parseRetryAfter, ruleForInbandError, ruleForStatus, type Rule } from "../reliability/rules.js"
-import { AttemptFailed, sendAttempt, type AttemptResponse } from "./attempt.js"
+import { AttemptFailed, sendAttempt, type AttemptEnv, type AttemptResponse } from "./attempt.js"
 import type { AttemptTally } from "./stages.js"
 
 /**
@@ -20,7 +21,7 @@ import type { AttemptTally } from "./stages.js"
 export interface Chosen {
   readonly response: AttemptResponse
   readonly target: TargetConfig
-  readonly adapter: ProviderClient["Service"]
+  readonly client: ProviderClient["Service"]
   /** Reports the attempt's result to its breaker (once; later calls and the scope's "neutral" do nothing). */
   readonly report: (outcome: Outcome) => void
 }
@@ -42,6 +43,7 @@ const ruleFor = (response: AttemptResponse): { rule: Rule; reason: string } => {
 export interface AttemptDeps {
   readonly providers: Providers["Service"]
   readonly deadlines: Deadlines["Service"]
+  readonly meters: Meter["Service"]
   readonly breakers: Breakers["Service"]
   readonly retryBudget: RetryBudget["Service"]
   readonly telemetry: TelemetryService
@@ -69,6 +71,7 @@ const reporter = (breakers: Breakers["Service"], permit: Permit) => {
  */
 export const makeAttempts = (deps: AttemptDeps) => {
   const { providers, deadlines, breakers, retryBudget, telemetry } = deps
+  const env: AttemptEnv = { deadlines, meters: deps.meters }
 
   return Effect.fnUntraced(function* (tally: AttemptTally, request: ParsedRequest, route: RouteConfig) {
     const requestScope = yield* Effect.scope
@@ -79,14 +82,14 @@ export const makeAttempts = (deps: AttemptDeps) => {
     /** A failed attempt's response, kept unread until Tollgate knows whether another attempt follows. */
     let held: { readonly chosen: Chosen; readonly scope: Scope.Closeable } | undefined
     targets: for (const target of route.targets) {
-      const adapter = providers.get(target.provider)
-      if (!adapter.serves(request.endpoint)) {
+      const client = providers.get(target.provider)
+      if (!client.serves(request.endpoint)) {
         outcomes.push({ ...target, outcome: "skipped", reason: `does not serve ${request.endpoint}` })
         continue
       }
       let triesHere = 0
       while (tally.attempts < route.retry.maxAttempts) {
-        const permit = breakers.acquire(target.provider, target.model, adapter.region)
+        const permit = breakers.acquire(target.provider, target.model, client.region)
         if (permit._tag === "Blocked") {
           outcomes.push({ ...target, outcome: "skipped", reason: permit.reason })
           blocked++
@@ -116,13 +119,7 @@ export const makeAttempts = (deps: AttemptDeps) => {
         tally.target = target
         const sentAt = deadlines.now()
         const result = yield* Scope.provide(
-          sendAttempt(
-            deadlines,
-            adapter.dispatcher(route.timeouts.connectMs),
-            adapter.build(request, target.model),
-            route.timeouts,
-            adapter.api,
-          ),
+          sendAttempt(env, client, client.build(request, target.model), route.timeouts),
           scope,
         )
         const waited = deadlines.now() - sentAt
@@ -136,7 +133,7 @@ export const makeAttempts = (deps: AttemptDeps) => {
         }
         const { rule, reason } = ruleFor(result)
         telemetry.attempt(target.provider, target.model, rule.outcome, waited)
-        const chosen: Chosen = { response: result, target, adapter, report }
+        const chosen: Chosen = { response: result, target, client, report }
         if (rule.decision === "serve") return chosen
         if (rule.decision === "return") {
           // Sent on unchanged, as an upstream error: its breaker learns nothing from how the relay goes.
@@ -148,7 +145,7 @@ export const makeAttempts = (deps: AttemptDeps) => {
           const now = deadlines.now()
           const ms = parseRetryAfter(result.call.headers["retry-after"], now)
           if (ms !== undefined && ms > 0)
-            breakers.cooldown(target.provider, target.model, adapter.region, now + ms)
+            breakers.cooldown(target.provider, target.model, client.region, now + ms)
         }
         outcomes.push({ ...target, outcome: "failed", reason })
         held = { chosen, scope }

@@ -15,6 +15,7 @@ import {
 } from "../domain/errors.js"
 import type { ParsedRequest } from "../domain/request.js"
 import type { Limits } from "../limits/Limits.js"
+import type { Meter } from "../meter/Meter.js"
 import type { UsageLog } from "../meter/UsageLog.js"
 import { logRequest, writeRequestLine } from "../ops/logger.js"
 import type { OpenRequests } from "../ops/OpenRequests.js"
@@ -49,6 +50,7 @@ export interface PipelineDeps {
   readonly limits: Limits["Service"]
   readonly telemetry: TelemetryService
   readonly openRequests: OpenRequests["Service"]
+  readonly meters: Meter["Service"]
 }
 
 /** Why a request ended early: the drain ended it (`shutdown`), or the client went away. */
@@ -69,7 +71,7 @@ export const makePipeline = (deps: PipelineDeps) => {
   const { config, providers, deadlines, usageLog, limits, telemetry, openRequests } = deps
   const price = makePriceBook(config)
   const attempts = makeAttempts(deps)
-  const serve = makeServe({ deadlines, limits, telemetry, price })
+  const serve = makeServe({ deadlines, meters: deps.meters, limits, telemetry, price })
 
   const resolveRoute = (info: RequestInfo, request: ParsedRequest): RouteConfig | GatewayError => {
     const route = config.routes.get(request.model)

@@ -12,7 +12,8 @@ import type { PriceEntry } from "../config/model.js"
 import { targetEstimate } from "./admission.js"
 import { closeResponse } from "./attempt.js"
 import type { Chosen } from "./attempts.js"
-import { JsonCollector } from "./jsonCollector.js"
+import type { JsonCollector } from "../meter/json.js"
+import type { Meter } from "../meter/Meter.js"
 import { PAUSE, relay, type Observer, type RelayEnd } from "./relay.js"
 import { relayHeaders } from "./respond.js"
 import type { Committed, Progress, RequestInfo } from "./stages.js"
@@ -81,6 +82,7 @@ const streamCutoff = (
 
 export interface ServeDeps {
   readonly deadlines: Deadlines["Service"]
+  readonly meters: Meter["Service"]
   readonly limits: Limits["Service"]
   readonly telemetry: TelemetryService
   readonly price: (target: Chosen["target"]) => PriceEntry | undefined
@@ -103,7 +105,7 @@ export const makeServe = (deps: ServeDeps) => {
     res: ServerResponse,
     onCommit: (committed: Committed) => void,
   ) {
-    const { response, target, adapter } = chosen
+    const { response, target, client } = chosen
     const { status, headers } = response.call
     const ok = status >= 200 && status < 300
     const price = deps.price(target)
@@ -120,7 +122,7 @@ export const makeServe = (deps: ServeDeps) => {
         return cutoff !== undefined && cutoff.needed() > 0 ? PAUSE : undefined
       }
     } else if (ok) {
-      const collector = (json = new JsonCollector())
+      const collector = (json = deps.meters.json())
       for (const chunk of response.pending) collector.push(chunk)
       observe = (chunk) => {
         collector.push(chunk)
@@ -162,7 +164,7 @@ export const makeServe = (deps: ServeDeps) => {
       meter.end()
       if (meter.inbandError !== undefined) error = `upstream_error: ${meter.inbandError.type}`
     } else if (json !== undefined && end._tag === "Complete") {
-      json.foldInto(adapter.api, committed.usage)
+      json.foldInto(client.api, committed.usage)
     }
     let outcome: Outcome = "success"
     // A slow client or a budget cutoff is nobody's failure upstream.
@@ -189,7 +191,7 @@ export const makeServe = (deps: ServeDeps) => {
       if (error === "budget_exceeded") {
         res.write(
           streamErrorEvent(
-            adapter.api,
+            client.api,
             "budget_exceeded",
             "the budget has no money left to continue this stream",
           ),
@@ -197,13 +199,13 @@ export const makeServe = (deps: ServeDeps) => {
       } else if (error === "store_unavailable") {
         res.write(
           streamErrorEvent(
-            adapter.api,
+            client.api,
             "overloaded_error",
             "the limit store is unavailable; the stream was stopped to protect a hard budget",
           ),
         )
       } else if (meter.inbandError === undefined) {
-        res.write(streamErrorEvent(adapter.api, "api_error", `upstream stream failed: ${error}`))
+        res.write(streamErrorEvent(client.api, "api_error", `upstream stream failed: ${error}`))
       }
       return { outcome, incomplete: true, error, usageEstimated: false, end: endPlain } satisfies Relayed
     }

@@ -2,7 +2,7 @@
  * What a response costs, in integer micro-USD.
  */
 import type { MicroUsd, PriceEntry } from "../config/model.js"
-import type { Usage } from "./usage.js"
+import type { TokenCounts } from "../domain/usage.js"
 
 const PER_MILLION = 1_000_000
 const PER_MILLION_BIG = 1_000_000n
@@ -14,7 +14,7 @@ const PER_MILLION_BIG = 1_000_000n
  * Integer math (exact; BigInt past 2^53). Prices are integers after config
  * decoding; a fractional price falls back to float math.
  */
-export const costMicroUsd = (usage: Usage, price: PriceEntry): MicroUsd => {
+export const costMicroUsd = (usage: TokenCounts, price: PriceEntry): MicroUsd => {
   const total =
     usage.inputTokens * price.input +
     usage.outputTokens * price.output +
@@ -41,5 +41,5 @@ export const costMicroUsd = (usage: Usage, price: PriceEntry): MicroUsd => {
 }
 
 /** All tokens of a response: input + output + cache read + cache write (what `tokens_per_minute` counts). */
-export const tokensOf = (usage: Usage): number =>
+export const tokensOf = (usage: TokenCounts): number =>
   usage.inputTokens + usage.outputTokens + usage.cacheReadTokens + usage.cacheWriteTokens

@@ -3,16 +3,7 @@
  * folded into it. Plain functions: they run per event on the hot path.
  */
 
-/** Token counts of one response. All integers ≥ 0. */
-export interface Usage {
-  /** Uncached input tokens. */
-  readonly inputTokens: number
-  readonly outputTokens: number
-  /** Input tokens read from the prompt cache. */
-  readonly cacheReadTokens: number
-  /** Input tokens written to the prompt cache. */
-  readonly cacheWriteTokens: number
-}
+import type { TokenCounts } from "../domain/usage.js"
 
 /** The mutable accumulator a meter folds usage reports into. */
 export interface UsageAcc {
@@ -45,7 +36,7 @@ export const makeUsageAcc = (): UsageAcc => ({
 })
 
 /** A frozen copy of the counts of an accumulator. */
-export const snapshotUsage = (acc: Usage): Usage => ({
+export const snapshotUsage = (acc: TokenCounts): TokenCounts => ({
   inputTokens: acc.inputTokens,
   outputTokens: acc.outputTokens,
   cacheReadTokens: acc.cacheReadTokens,

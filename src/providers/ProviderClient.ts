@@ -121,8 +121,6 @@ export class ProviderClient extends Context.Service<
       handler: Dispatcher.DispatchHandler,
       connectMs: number,
     ) => void
-    /** The keep-alive pool for a connect timeout (ms). Kept while the gateway dispatches itself. */
-    readonly dispatcher: (connectMs: number) => Dispatcher
     /** Sends one request; see `ProviderResponse`. Closing the scope aborts it. */
     readonly send: (request: SendRequest) => Effect.Effect<ProviderResponse, ProviderError, Scope.Scope>
   }

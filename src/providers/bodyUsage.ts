@@ -5,11 +5,8 @@
  */
 import type { ApiFormat } from "../domain/endpoint.js"
 import type { Usage } from "../domain/usage.js"
-import { usageFromJson } from "../meter/json.js"
+import { JsonCollector } from "../meter/json.js"
 import { makeStreamMeter } from "../meter/stream.js"
-
-/** Largest JSON body kept for reading its usage, bytes; a larger one counts as "no usage". */
-export const MAX_JSON_BODY_BYTES = 16 * 1024 * 1024
 
 /** Meters one body. Plain code: it runs per chunk. */
 export interface BodyUsage {
@@ -74,18 +71,11 @@ const eventStream = (basis: UsageBasis): BodyUsage => {
 }
 
 const json = (basis: UsageBasis): BodyUsage => {
-  let chunks: Array<Uint8Array> = []
-  let size = 0
+  const collector = new JsonCollector()
   return {
-    push: (chunk) => {
-      if (size > MAX_JSON_BODY_BYTES) return
-      size += chunk.length
-      if (size > MAX_JSON_BODY_BYTES) chunks = []
-      else chunks.push(chunk)
-    },
+    push: (chunk) => collector.push(chunk),
     result: () => {
-      const usage = chunks.length === 0 ? undefined : usageFromJson(basis.api, Buffer.concat(chunks, size))
-      chunks = []
+      const usage = collector.usage(basis.api)
       return usage === undefined ? estimate(basis, 0) : { ...usage, estimated: false }
     },
   }

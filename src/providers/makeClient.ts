@@ -1,7 +1,7 @@
 import { Duration, Effect, Redacted } from "effect"
 import type { Endpoint } from "../domain/endpoint.js"
 import { buildAnthropic } from "./anthropic.js"
-import { DEFAULT_BASE_URL, DEFAULT_CONNECT_MS, vertexBaseUrl } from "./defaults.js"
+import { DEFAULT_BASE_URL, DEFAULT_CONNECT_MS, vertexBaseUrl } from "../domain/providerDefaults.js"
 import { googleToken } from "./googleToken.js"
 import { buildOllama, buildOpenAI } from "./openai.js"
 import type { ProviderClient, ProviderClientOptions } from "./ProviderClient.js"
@@ -37,11 +37,10 @@ export const makeClient = Effect.fn("ProviderClient.make")(function* (options: P
   const name = options.name ?? options.kind
   const connectMs =
     options.connectTimeout === undefined ? DEFAULT_CONNECT_MS : Duration.toMillis(options.connectTimeout)
-  const dispatcher = yield* makePools
+  const pools = yield* makePools
   const common = {
     name,
-    dispatcher,
-    dispatch: (upstream, handler, ms) => dispatchUpstream(dispatcher(ms), upstream, handler),
+    dispatch: (upstream, handler, ms) => dispatchUpstream(pools(ms), upstream, handler),
   } satisfies Partial<Client>
   let client: Client
   switch (options.kind) {

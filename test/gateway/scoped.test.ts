@@ -1,14 +1,27 @@
 import { assert, describe, expect, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, Scope } from "effect"
+import { Effect, Exit, Fiber, Layer, Scope } from "effect"
 import { TestClock } from "effect/testing"
-import { Agent } from "undici"
+import { Agent, type Dispatcher } from "undici"
 import { startFakeProvider, type FakeProviderHandle } from "../../fakeprovider/server.js"
 import type { TimeoutsConfig } from "../../src/config/model.js"
 import { AttemptFailed, sendAttempt } from "../../src/gateway/attempt.js"
+import { Meter } from "../../src/meter/Meter.js"
+import { dispatchUpstream, type UpstreamRequest } from "../../src/providers/transport.js"
 import { Deadlines, layer as deadlinesLayer } from "../../src/reliability/Deadlines.js"
 import { defaultConfig, eventually, startHarness } from "../support/harness.js"
 
 const TIMEOUTS: TimeoutsConfig = { connectMs: 5_000, firstTokenMs: 60_000, idleMs: 30_000, totalMs: 600_000 }
+
+/** What an attempt sends through: the gateway's side of a provider client, over `agent`. */
+const clientOver = (agent: Agent) => ({
+  api: "anthropic" as const,
+  dispatch: (upstream: UpstreamRequest, handler: Dispatcher.DispatchHandler) =>
+    dispatchUpstream(agent, upstream, handler),
+})
+
+/** The attempt's services: the deadline sweeper (on the test's Clock) and the meters. */
+const attemptEnv = Effect.all({ deadlines: Deadlines, meters: Meter })
+const envLayer = Layer.merge(deadlinesLayer, Meter.layer)
 
 /** A fake provider and a keep-alive pool, for the life of the test's scope. */
 const upstream = Effect.acquireRelease(
@@ -58,13 +71,10 @@ describe("attempt timeouts run on the Clock service (TestClock, no real waiting 
       () =>
         Effect.gen(function* () {
           const { fake, agent } = yield* upstream
-          const deadlines = yield* Deadlines
+          const env = yield* attemptEnv
           const scope = yield* Scope.make()
           const fiber = yield* Effect.forkChild(
-            Scope.provide(
-              sendAttempt(deadlines, agent, request(fake, scenario), timeouts, "anthropic"),
-              scope,
-            ),
+            Scope.provide(sendAttempt(env, clientOver(agent), request(fake, scenario), timeouts), scope),
           )
           yield* requestsReach(fake, 1)
           // A millisecond before the deadline nothing has fired.
@@ -85,7 +95,7 @@ describe("attempt timeouts run on the Clock service (TestClock, no real waiting 
           assert.strictEqual((failed as AttemptFailed).reason, reason)
           yield* abortedWithin1s(fake)
           yield* Scope.close(scope, Exit.void)
-        }).pipe(Effect.provide(deadlinesLayer)),
+        }).pipe(Effect.provide(envLayer)),
     )
   }
 })
@@ -94,33 +104,32 @@ describe("cancellation is structure: interrupting or closing aborts the upstream
   it.live("Effect.timeout around an attempt aborts the upstream request within 1 s", () =>
     Effect.gen(function* () {
       const { fake, agent } = yield* upstream
-      const deadlines = yield* Deadlines
+      const env = yield* attemptEnv
       const result = yield* sendAttempt(
-        deadlines,
-        agent,
+        env,
+        clientOver(agent),
         request(fake, "hang-before-headers"),
         TIMEOUTS,
-        "anthropic",
       ).pipe(Effect.scoped, Effect.timeoutOption("100 millis"))
       assert.strictEqual(result._tag, "None")
       yield* abortedWithin1s(fake)
-    }).pipe(Effect.provide(deadlinesLayer)),
+    }).pipe(Effect.provide(envLayer)),
   )
 
   it.live("closing the attempt's scope aborts a response that arrived but was never read", () =>
     Effect.gen(function* () {
       const { fake, agent } = yield* upstream
-      const deadlines = yield* Deadlines
+      const env = yield* attemptEnv
       const scope = yield* Scope.make()
       const response = yield* Scope.provide(
-        sendAttempt(deadlines, agent, request(fake, "hang-after:2-tokens"), TIMEOUTS, "anthropic"),
+        sendAttempt(env, clientOver(agent), request(fake, "hang-after:2-tokens"), TIMEOUTS),
         scope,
       )
       assert.notInstanceOf(response, AttemptFailed)
       assert.isFalse(fake.requests().recent.at(-1)?.aborted ?? true)
       yield* Scope.close(scope, Exit.void)
       yield* abortedWithin1s(fake)
-    }).pipe(Effect.provide(deadlinesLayer)),
+    }).pipe(Effect.provide(envLayer)),
   )
 })
 

@@ -1,4 +1,4 @@
-/** Default base URLs per kind (the config decoder's defaults, src/config/schema.ts). */
+/** Default base URLs per provider kind: the config decoder and the library client use these. */
 export const DEFAULT_BASE_URL = {
   anthropic: "https://api.anthropic.com",
   openai: "https://api.openai.com",

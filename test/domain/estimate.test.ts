@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest"
-import { estimateInputTokens } from "../../src/limits/estimate.js"
+import { estimateInputTokens } from "../../src/domain/estimate.js"
 
 /**
  * ADR 0003: input tokens = ceil(UTF-8 bytes of the request's text content / 4).
