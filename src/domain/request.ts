@@ -33,3 +33,41 @@ export interface Parsed {
   /** The top-level object as `JSON.parse` gave it; read-only. */
   readonly json: Readonly<Record<string, unknown>>
 }
+
+const positiveInt = (value: unknown): number | undefined =>
+  typeof value === "number" && Number.isSafeInteger(value) && value > 0 ? value : undefined
+
+/**
+ * The request Tollgate sends on, from its bytes, its top-level JSON object
+ * and its headers (`header` returns one lower-case header's value): the few
+ * fields the gateway and the providers read; everything else stays in `raw`.
+ * `model` is the route name the client gave (or the library's model).
+ */
+export const readRequest = (
+  endpoint: Endpoint,
+  raw: Buffer,
+  body: Readonly<Record<string, unknown>>,
+  model: string,
+  header: (name: string) => string | undefined,
+): ParsedRequest => {
+  const streamOptions = body["stream_options"]
+  return {
+    endpoint,
+    raw,
+    model,
+    stream: body["stream"] === true && endpoint !== "/v1/messages/count_tokens",
+    maxTokens:
+      endpoint === "/v1/chat/completions"
+        ? (positiveInt(body["max_completion_tokens"]) ?? positiveInt(body["max_tokens"]))
+        : positiveInt(body["max_tokens"]),
+    anthropicVersion: header("anthropic-version"),
+    anthropicBeta: header("anthropic-beta"),
+    accept: header("accept"),
+    streamOptions:
+      typeof streamOptions === "object" && streamOptions !== null && !Array.isArray(streamOptions)
+        ? (streamOptions as Record<string, unknown>)
+        : undefined,
+    hasAnthropicVersion: body["anthropic_version"] !== undefined,
+    fakeScenario: header("x-fake-scenario"),
+  }
+}

@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders, IncomingMessage } from "node:http"
 import { BodyTooLarge, InvalidRequest } from "../domain/errors.js"
 import type { Endpoint } from "../domain/endpoint.js"
-import type { Parsed } from "../domain/request.js"
+import { readRequest, type Parsed } from "../domain/request.js"
 
 /**
  * Reads the whole request body with plain callbacks (before the request's
@@ -52,9 +52,6 @@ const header = (headers: IncomingHttpHeaders, name: string): string | undefined 
   return typeof value === "string" ? value : undefined
 }
 
-const positiveInt = (value: unknown): number | undefined =>
-  typeof value === "number" && Number.isSafeInteger(value) && value > 0 ? value : undefined
-
 /** Parses the JSON body and reads the few fields Tollgate needs; everything else stays in `raw`. */
 export const parseRequest = (
   endpoint: Endpoint,
@@ -79,28 +76,8 @@ export const parseRequest = (
   if (stream !== undefined && stream !== null && typeof stream !== "boolean") {
     return new InvalidRequest({ message: "stream: must be a boolean" })
   }
-  const maxTokens =
-    endpoint === "/v1/chat/completions"
-      ? (positiveInt(body["max_completion_tokens"]) ?? positiveInt(body["max_tokens"]))
-      : positiveInt(body["max_tokens"])
-  const streamOptions = body["stream_options"]
   return {
-    request: {
-      endpoint,
-      raw,
-      model,
-      stream: stream === true && endpoint !== "/v1/messages/count_tokens",
-      maxTokens,
-      anthropicVersion: header(headers, "anthropic-version"),
-      anthropicBeta: header(headers, "anthropic-beta"),
-      accept: header(headers, "accept"),
-      streamOptions:
-        typeof streamOptions === "object" && streamOptions !== null && !Array.isArray(streamOptions)
-          ? (streamOptions as Record<string, unknown>)
-          : undefined,
-      hasAnthropicVersion: body["anthropic_version"] !== undefined,
-      fakeScenario: header(headers, "x-fake-scenario"),
-    },
+    request: readRequest(endpoint, raw, body, model, (name) => header(headers, name)),
     json: body,
   }
 }

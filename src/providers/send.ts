@@ -7,7 +7,7 @@ import { Cause, Deferred, Effect, Stream } from "effect"
 import type { Scope } from "effect"
 import type { NonEmptyReadonlyArray } from "effect/Array"
 import type { IncomingHttpHeaders } from "node:http"
-import type { ParsedRequest } from "../domain/request.js"
+import { readRequest, type ParsedRequest } from "../domain/request.js"
 import type { Usage } from "../domain/usage.js"
 import { estimateInputTokens } from "../domain/estimate.js"
 import { makeBodyUsage, type BodyUsage, type UsageBasis } from "./bodyUsage.js"
@@ -21,9 +21,6 @@ type Chunks = NonEmptyReadonlyArray<Uint8Array>
 
 const isObject = (value: unknown): value is Record<string, unknown> =>
   typeof value === "object" && value !== null && !Array.isArray(value)
-
-const positiveInt = (value: unknown): number | undefined =>
-  typeof value === "number" && Number.isSafeInteger(value) && value > 0 ? value : undefined
 
 const lowerCased = (headers: Readonly<Record<string, string>>): Record<string, string> => {
   const out: Record<string, string> = {}
@@ -70,28 +67,16 @@ const prepare = (client: Client, request: SendRequest): Prepared | ProviderError
   if (typeof model !== "string" || model === "") return invalid("no model: give `model` or a body `model`")
   const headers = request.headers === undefined ? {} : lowerCased(request.headers)
   const countTokens = endpoint === "/v1/messages/count_tokens"
-  const maxTokens =
-    endpoint === "/v1/chat/completions"
-      ? (positiveInt(body["max_completion_tokens"]) ?? positiveInt(body["max_tokens"]))
-      : positiveInt(body["max_tokens"])
-  const streamOptions = body["stream_options"]
+  const parsed = readRequest(endpoint, raw, body, model, (name) => headers[name])
   return {
-    parsed: {
-      endpoint,
-      raw,
-      model,
-      stream: body["stream"] === true && !countTokens,
-      maxTokens,
-      anthropicVersion: headers["anthropic-version"],
-      anthropicBeta: headers["anthropic-beta"],
-      accept: headers["accept"],
-      streamOptions: isObject(streamOptions) ? streamOptions : undefined,
-      hasAnthropicVersion: body["anthropic_version"] !== undefined,
-      fakeScenario: headers["x-fake-scenario"],
-    },
+    parsed,
     model,
     headers,
-    basis: { api: client.api, inputEstimate: countTokens ? 0 : estimateInputTokens(body), maxTokens },
+    basis: {
+      api: client.api,
+      inputEstimate: countTokens ? 0 : estimateInputTokens(body),
+      maxTokens: parsed.maxTokens,
+    },
   }
 }
 
