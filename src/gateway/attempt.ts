@@ -4,6 +4,7 @@ import type { TimeoutsConfig } from "../config/model.js"
 import type { Meter } from "../meter/Meter.js"
 import type { StreamMeter } from "../meter/stream.js"
 import type { ProviderClient } from "../providers/ProviderClient.js"
+import type { Breakers, Outcome, Permit } from "../reliability/Breakers.js"
 import type { Deadline, Deadlines, TimeoutKind } from "../reliability/Deadlines.js"
 import { UpstreamCall, type UpstreamError, type UpstreamRequest } from "../providers/transport.js"
 
@@ -62,32 +63,81 @@ const failureOf = (error: UpstreamError): AttemptFailed =>
     : new AttemptFailed({ reason: "connection_failed", detail: error.code ?? error.message })
 
 /**
+ * What one attempt holds, released by its scope's one finalizer: the
+ * response (closed — unread when it was discarded) and the breaker permit
+ * (reported "neutral" unless a result was reported). Both are set
+ * synchronously the moment they exist, so no interruption falls between
+ * getting one and its release being in place.
+ */
+export class AttemptHold {
+  response: AttemptResponse | undefined = undefined
+  private permit: Permit | undefined = undefined
+  /** The scope's finalizer. */
+  readonly release: Effect.Effect<void>
+
+  constructor(
+    private readonly deadlines: Deadlines["Service"],
+    private readonly breakers: Pick<Breakers["Service"], "record"> | undefined,
+  ) {
+    this.release = Effect.sync(() => {
+      if (this.response !== undefined) closeResponse(this.deadlines, this.response)
+      this.response = undefined
+      this.report("neutral")
+    })
+  }
+
+  /** Holds `permit` until `report`. */
+  hold(permit: Permit): void {
+    this.permit = permit
+  }
+
+  /** Reports the attempt's result to its breaker (once; later calls do nothing). */
+  report(outcome: Outcome): void {
+    const permit = this.permit
+    if (permit === undefined) return
+    this.permit = undefined
+    this.breakers?.record(permit, outcome)
+  }
+}
+
+/**
  * Sends one attempt and waits for its response head (see `AttemptResponse`),
  * or succeeds with `AttemptFailed` when there was none (a value, not an
  * error: the attempt loop branches on it either way). The first-token and
- * total deadlines run from the moment the request is sent. A response is a
- * resource of the current scope (the attempt's): closing the scope closes
- * it — unread when it was discarded. Interruption while waiting (client
- * gone, the drain, a caller's `Effect.timeout`) aborts the upstream request.
+ * total deadlines run from the moment the request is sent. The response is
+ * put in `hold` as it arrives (the attempt scope's finalizer closes it);
+ * interruption while waiting (client gone, the drain, a caller's
+ * `Effect.timeout`) aborts the upstream request.
  */
 export const sendAttempt = (
   env: AttemptEnv,
   client: Pick<ProviderClient["Service"], "api" | "dispatch">,
   upstream: UpstreamRequest,
   timeouts: TimeoutsConfig,
+  hold: AttemptHold,
+): Effect.Effect<AttemptResponse | AttemptFailed> => awaitHead(env, client, upstream, timeouts, hold)
+
+/** `sendAttempt` with its response held by the current scope (no breaker permit). */
+export const openAttempt = (
+  env: AttemptEnv,
+  client: Pick<ProviderClient["Service"], "api" | "dispatch">,
+  upstream: UpstreamRequest,
+  timeouts: TimeoutsConfig,
 ): Effect.Effect<AttemptResponse | AttemptFailed, never, Scope.Scope> =>
-  Effect.acquireRelease(
-    awaitHead(env, client, upstream, timeouts),
-    (result) =>
-      result instanceof AttemptFailed ? Effect.void : Effect.sync(() => closeResponse(env.deadlines, result)),
-    { interruptible: true },
-  )
+  Effect.suspend(() => {
+    const hold = new AttemptHold(env.deadlines, undefined)
+    return Effect.andThen(
+      Effect.addFinalizer(() => hold.release),
+      awaitHead(env, client, upstream, timeouts, hold),
+    )
+  })
 
 const awaitHead = (
   { deadlines, meters }: AttemptEnv,
   client: Pick<ProviderClient["Service"], "api" | "dispatch">,
   upstream: UpstreamRequest,
   timeouts: TimeoutsConfig,
+  hold: AttemptHold,
 ): Effect.Effect<AttemptResponse | AttemptFailed> =>
   Effect.callback<AttemptResponse | AttemptFailed>((resume) => {
     let settled = false
@@ -128,7 +178,10 @@ const awaitHead = (
       call.detach()
       deadline.firstByteBy = Infinity
       deadline.lastActivity = deadlines.now()
-      settle({ call, pending, meter, deadline })
+      const response: AttemptResponse = { call, pending, meter, deadline }
+      // Held before the fiber resumes: from here on the attempt's scope closes it.
+      hold.response = response
+      settle(response)
     }
     const prelude = {
       onData: (chunk: Buffer) => {

@@ -6,11 +6,11 @@ import type { Meter } from "../meter/Meter.js"
 import type { TelemetryService } from "../ops/Telemetry.js"
 import type { ProviderClient } from "../providers/ProviderClient.js"
 import type { Providers } from "../providers/Providers.js"
-import type { Breakers, Outcome, Permit } from "../reliability/Breakers.js"
+import type { Breakers } from "../reliability/Breakers.js"
 import type { Deadlines } from "../reliability/Deadlines.js"
 import type { RetryBudget } from "../reliability/RetryBudget.js"
 import { parseRetryAfter, ruleForInbandError, ruleForStatus, type Rule } from "../reliability/rules.js"
-import { AttemptFailed, sendAttempt, type AttemptEnv, type AttemptResponse } from "./attempt.js"
+import { AttemptFailed, AttemptHold, sendAttempt, type AttemptEnv, type AttemptResponse } from "./attempt.js"
 import type { AttemptTally } from "./stages.js"
 
 /**
@@ -22,8 +22,8 @@ export interface Chosen {
   readonly response: AttemptResponse
   readonly target: TargetConfig
   readonly client: ProviderClient["Service"]
-  /** Reports the attempt's result to its breaker (once; later calls and the scope's "neutral" do nothing). */
-  readonly report: (outcome: Outcome) => void
+  /** What the attempt holds: `hold.report(outcome)` reports its result to the breaker (once). */
+  readonly hold: AttemptHold
 }
 
 /** The rule for an attempt's response: an in-band error or a broken stream before any content stands for a status. */
@@ -47,16 +47,6 @@ export interface AttemptDeps {
   readonly breakers: Breakers["Service"]
   readonly retryBudget: RetryBudget["Service"]
   readonly telemetry: TelemetryService
-}
-
-/** A permit's result, reported once; the attempt's scope reports "neutral" if nothing else did. */
-const reporter = (breakers: Breakers["Service"], permit: Permit) => {
-  let reported = false
-  return (outcome: Outcome): void => {
-    if (reported) return
-    reported = true
-    breakers.record(permit, outcome)
-  }
 }
 
 /**
@@ -89,16 +79,23 @@ export const makeAttempts = (deps: AttemptDeps) => {
       }
       let triesHere = 0
       while (tally.attempts < route.retry.maxAttempts) {
+        // The attempt's scope and its one finalizer are in place before the permit exists: the permit is held
+        // the moment it is granted, with no interruption point between.
+        const scope = yield* Scope.fork(requestScope, "sequential")
+        const hold = new AttemptHold(deadlines, breakers)
+        yield* Scope.addFinalizer(scope, hold.release)
         const permit = breakers.acquire(target.provider, target.model, client.region)
         if (permit._tag === "Blocked") {
+          yield* Scope.close(scope, Exit.void)
           outcomes.push({ ...target, outcome: "skipped", reason: permit.reason })
           blocked++
           blockedUntil = Math.min(blockedUntil, permit.until)
           continue targets
         }
+        hold.hold(permit)
         if (tally.attempts > 0 && !retryBudget.tryConsume()) {
           telemetry.retryBudgetRefused()
-          breakers.record(permit, "neutral")
+          yield* Scope.close(scope, Exit.void)
           outcomes.push({ ...target, outcome: "skipped", reason: "retry_budget_exhausted" })
           break targets
         }
@@ -106,41 +103,38 @@ export const makeAttempts = (deps: AttemptDeps) => {
           yield* Scope.close(held.scope, Exit.void)
           held = undefined
         }
-        const scope = yield* Scope.fork(requestScope, "sequential")
-        const report = reporter(breakers, permit)
-        yield* Scope.addFinalizer(
-          scope,
-          Effect.sync(() => report("neutral")),
-        )
         if (tally.attempts > 0) telemetry.nextAttempt(triesHere > 0 ? "retry" : "fallback")
         tally.attempts++
         triesHere++
         // The final attempt is named in the headers and the record even when it produced no response.
         tally.target = target
         const sentAt = deadlines.now()
-        const result = yield* Scope.provide(
-          sendAttempt(env, client, client.build(request, target.model), route.timeouts),
-          scope,
+        const result = yield* sendAttempt(
+          env,
+          client,
+          client.build(request, target.model),
+          route.timeouts,
+          hold,
         )
         const waited = deadlines.now() - sentAt
         tally.upstreamMs += waited
         if (result instanceof AttemptFailed) {
           telemetry.attempt(target.provider, target.model, "failure", waited)
-          report("failure")
+          hold.report("failure")
           yield* Scope.close(scope, Exit.void)
           outcomes.push({ ...target, outcome: "failed", reason: result.reason })
           continue targets
         }
         const { rule, reason } = ruleFor(result)
         telemetry.attempt(target.provider, target.model, rule.outcome, waited)
-        const chosen: Chosen = { response: result, target, client, report }
+        const chosen: Chosen = { response: result, target, client, hold }
         if (rule.decision === "serve") return chosen
         if (rule.decision === "return") {
           // Sent on unchanged, as an upstream error: its breaker learns nothing from how the relay goes.
-          report("neutral")
+          hold.report("neutral")
           return chosen
         }
-        report(rule.outcome)
+        hold.report(rule.outcome)
         if (rule.cooldown) {
           const now = deadlines.now()
           const ms = parseRetryAfter(result.call.headers["retry-after"], now)

@@ -97,6 +97,7 @@ export const makePipeline = (deps: PipelineDeps) => {
     const request = (progress.request = parsed.request)
     const route = resolveRoute(info, request)
     if (route instanceof Error) return route
+    progress.route = route
     const p = planAdmission(
       config,
       price,
@@ -108,7 +109,7 @@ export const makePipeline = (deps: PipelineDeps) => {
       req.headers,
     )
     if (p instanceof InvalidRequest) return p
-    return (progress.planned = { route, plan: p })
+    return (progress.plan = p)
   }
 
   const run = Effect.fnUntraced(function* (
@@ -119,8 +120,8 @@ export const makePipeline = (deps: PipelineDeps) => {
     body: Buffer | BodyTooLarge | InvalidRequest,
   ) {
     if (!Buffer.isBuffer(body)) return yield* body
-    const planned = plan(info, progress, body, req)
-    if (planned instanceof Error) return yield* planned
+    const p = plan(info, progress, body, req)
+    if (p instanceof Error) return yield* p
     const request = progress.request!
     const tenant = info.principal.tenant
     // Uninterruptible up to the assignment: an admission that happened is settled (by the finish), even if
@@ -129,19 +130,19 @@ export const makePipeline = (deps: PipelineDeps) => {
       Effect.map(
         limits.admit({
           tenant,
-          tokenCost: planned.plan.tokenCost,
-          reserve: planned.plan.reserve,
-          sessionId: planned.plan.sessionId,
+          tokenCost: p.tokenCost,
+          reserve: p.reserve,
+          sessionId: p.sessionId,
         }),
         (admission) => {
           progress.admission = admission
           if (info.endpoint !== "/v1/messages/count_tokens") {
-            openRequests.admitted(tenant.name, overspendExcess(planned.plan, request.maxTokens))
+            openRequests.admitted(tenant.name, overspendExcess(p, request.maxTokens))
           }
         },
       ),
     )
-    let route = planned.route
+    let route = progress.route!
     if (request.endpoint === "/v1/messages/count_tokens") {
       // Forwarded to the first direct Anthropic target only (Vertex has no count_tokens here).
       const direct = route.targets.find((t) => providers.get(t.provider).serves(request.endpoint))
@@ -153,10 +154,8 @@ export const makePipeline = (deps: PipelineDeps) => {
       route = { ...route, targets: [direct] }
     }
     const chosen = yield* attempts(progress.tally, request, route)
-    const relayed = yield* serve(info, progress, chosen, res, (committed) => {
-      progress.committed = committed
-    })
-    chosen.report(relayed.outcome)
+    const relayed = yield* serve(info, progress, chosen, res)
+    chosen.hold.report(relayed.outcome)
     return relayed
   })
 
@@ -179,7 +178,12 @@ export const makePipeline = (deps: PipelineDeps) => {
     res: ServerResponse,
     exit: Exit.Exit<Relayed, GatewayError>,
     interruption: Interruption,
-  ): { readonly ending: Ending; readonly end: ((res: ServerResponse) => void) | undefined } => {
+  ): {
+    readonly ending: Ending
+    readonly end: ((res: ServerResponse) => void) | undefined
+    /** A defect (a bug inside Tollgate), to be logged. */
+    readonly defect?: Cause.Cause<unknown> | undefined
+  } => {
     const committed = progress.committed
     if (Exit.isSuccess(exit)) {
       const relayed = exit.value
@@ -190,7 +194,8 @@ export const makePipeline = (deps: PipelineDeps) => {
           incomplete: relayed.incomplete,
           usageEstimated: relayed.usageEstimated,
         },
-        end: relayed.end,
+        end:
+          relayed.end === "destroy" ? destroy : relayed.last === undefined ? endPlain : endWith(relayed.last),
       }
     }
     const cause = exit.cause
@@ -204,6 +209,7 @@ export const makePipeline = (deps: PipelineDeps) => {
       }
     }
     const failure = Cause.findErrorOption(cause)
+    const defect = Option.isSome(failure) ? undefined : cause
     const error: GatewayError = Option.isSome(failure)
       ? failure.value
       : new InternalError({ message: "internal error" })
@@ -223,6 +229,7 @@ export const makePipeline = (deps: PipelineDeps) => {
                 r.end(streamErrorEvent(info.api, "api_error", "internal error"))
             }
           : destroy,
+        defect,
       }
     }
     if (res.destroyed || res.socket?.destroyed === true) {
@@ -230,12 +237,14 @@ export const makePipeline = (deps: PipelineDeps) => {
       return {
         ending: { status: 499, error: "client_disconnected", incomplete: false, usageEstimated: false },
         end: undefined,
+        defect,
       }
     }
     const rendered = renderError(info.api, error)
     return {
       ending: { status: rendered.status, error: errorCode(error), incomplete: false, usageEstimated: false },
       end: (r) => writeError(r, rendered, { info, progress }),
+      defect,
     }
   }
 
@@ -254,7 +263,7 @@ export const makePipeline = (deps: PipelineDeps) => {
     interruption: Interruption,
   ) =>
     Effect.suspend(() => {
-      const { ending: end, end: endResponse } = ending(info, progress, res, exit, interruption)
+      const { ending: end, end: endResponse, defect } = ending(info, progress, res, exit, interruption)
       const committed = progress.committed
       if (committed?.meter !== undefined) {
         telemetry.streamClosed()
@@ -263,37 +272,33 @@ export const makePipeline = (deps: PipelineDeps) => {
       }
       const cost = costOf(info, progress, end)
       const admission = progress.admission
-      const write = Effect.sync(() => {
+      const write = Effect.suspend(() => {
         const now = deadlines.now()
         const record = usageRecord(info, progress, end, cost, now)
         usageLog.queue(record)
         if (endResponse !== undefined) usageLog.afterWrite(() => endResponse(res))
         telemetry.requestDone({
           record,
-          route: progress.planned?.route.name ?? "",
+          route: progress.route?.name ?? "",
           committed: committed !== undefined,
           overheadMs: overheadMs(info, progress, now),
         })
         return writeRequestLine(record, now) ? Effect.void : logRequest(record)
-      }).pipe(Effect.flatten)
-      const defect =
-        Exit.isFailure(exit) &&
-        Option.isNone(Cause.findErrorOption(exit.cause)) &&
-        !Cause.hasInterruptsOnly(exit.cause)
-      const logged = defect
-        ? Effect.andThen(
-            Effect.logError(
-              "request failed inside Tollgate",
-              Cause.pretty((exit as Exit.Failure<Relayed, GatewayError>).cause),
-            ).pipe(Effect.annotateLogs("request_id", info.id)),
-            write,
-          )
-        : write
+      })
+      const logged =
+        defect === undefined
+          ? write
+          : Effect.andThen(
+              Effect.logError("request failed inside Tollgate", Cause.pretty(defect)).pipe(
+                Effect.annotateLogs("request_id", info.id),
+              ),
+              write,
+            )
       if (admission === undefined) return logged
       if (info.endpoint !== "/v1/messages/count_tokens") {
         openRequests.done(
           info.principal.tenant.name,
-          overspendExcess(progress.planned!.plan, progress.request?.maxTokens),
+          overspendExcess(progress.plan!, progress.request?.maxTokens),
         )
       }
       // Even a defect in the store call cannot cost the record or the end of the response.
@@ -313,7 +318,7 @@ export const makePipeline = (deps: PipelineDeps) => {
   ): Effect.Effect<void> => {
     const progress = makeProgress()
     return Effect.onExit(Effect.scoped(run(info, progress, req, res, body)), (exit) =>
-      finish(info, progress, res, exit, interruption),
+      finish(info, progress, res, exit, interruption).pipe(Effect.catchCause(finishFailed(res))),
     ).pipe(Effect.ignoreCause)
   }
 
@@ -325,3 +330,14 @@ export const makePipeline = (deps: PipelineDeps) => {
 }
 
 const destroy = (res: ServerResponse): void => void res.destroy()
+
+/** A bug in the finish itself: logged, and the response cut rather than left open. */
+const finishFailed = (res: ServerResponse) => (cause: Cause.Cause<unknown>) => {
+  if (!res.writableEnded) res.destroy()
+  return Effect.logError("the end of a request failed inside Tollgate", Cause.pretty(cause))
+}
+const endPlain = (res: ServerResponse): void => void res.end()
+const endWith =
+  (last: Buffer) =>
+  (res: ServerResponse): void =>
+    void res.end(last)

@@ -12,13 +12,14 @@ const tollgateHeaders = (
   headers: OutgoingHttpHeaders,
 ): OutgoingHttpHeaders => {
   headers["x-request-id"] = info.id
-  const target = progress.tally.target
+  // The response that went out names its target (a held one may be an earlier attempt's); else the last attempt.
+  const target = progress.committed?.target ?? progress.tally.target
   if (target !== undefined) {
     headers["x-tollgate-provider"] = target.provider
     headers["x-tollgate-model"] = target.model
   }
   headers["x-tollgate-attempts"] = String(progress.tally.attempts)
-  const session = progress.planned?.plan.sessionId
+  const session = progress.plan?.sessionId
   if (session !== undefined) headers["x-tollgate-session"] = session
   const rate = progress.admission?.headers
   if (rate !== undefined) Object.assign(headers, rate)

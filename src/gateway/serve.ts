@@ -32,8 +32,10 @@ export interface Relayed {
   readonly incomplete: boolean
   readonly error: string | null
   readonly usageEstimated: boolean
-  /** Ends the client response (after the usage record is in the file, ADR 0037). */
-  readonly end: (res: ServerResponse) => void
+  /** How the client response ends after the usage record is in the file (ADR 0037): cut, or ended. */
+  readonly end: "destroy" | "end"
+  /** With "end": the body's last chunk, held back to go out with the end (a JSON body, `relay`'s holdLast). */
+  readonly last?: Buffer | undefined
 }
 
 /** What streamed past the last usage report may still be charged by the provider (ADR 0029). */
@@ -61,7 +63,7 @@ const streamCutoff = (
   meter: StreamMeter,
 ) => {
   const tenant = info.principal.tenant
-  const plan = progress.planned!.plan
+  const plan = progress.plan!
   const hard =
     tenant.budgets.month?.mode === "hard" ||
     (plan.sessionId !== undefined && tenant.budgets.session?.mode === "hard")
@@ -103,7 +105,6 @@ export const makeServe = (deps: ServeDeps) => {
     progress: Progress,
     chosen: Chosen,
     res: ServerResponse,
-    onCommit: (committed: Committed) => void,
   ) {
     const { response, target, client } = chosen
     const { status, headers } = response.call
@@ -129,23 +130,22 @@ export const makeServe = (deps: ServeDeps) => {
         return undefined
       }
     }
-    // A held response from an earlier attempt is named as the one that served.
-    progress.tally.target = target
     const committedMs = deadlines.now()
-    res.writeHead(status, relayHeaders(info, progress, headers, committedMs, meter !== undefined))
     const committed: Committed = {
       status,
       error: ok ? null : `upstream_status_${status}`,
       target,
       price,
-      targetEstimate: targetEstimate(progress.planned!.plan, price),
+      targetEstimate: targetEstimate(progress.plan!, price),
       eventStream: meter !== undefined,
       committedMs,
       // The meter's accumulator is the request's usage, so an interrupted relay still records what arrived.
       usage: meter !== undefined ? meter.usage : makeUsageAcc(),
       meter,
     }
-    onCommit(committed)
+    // From here an interrupted request is recorded as this response (a held one may be an earlier attempt's).
+    progress.committed = committed
+    res.writeHead(status, relayHeaders(info, progress, headers, committedMs, meter !== undefined))
     if (meter !== undefined) telemetry.streamOpened()
     let end: RelayEnd | Cutoff = yield* relay(deadlines, response, res, observe, meter === undefined)
     let error = committed.error
@@ -185,7 +185,7 @@ export const makeServe = (deps: ServeDeps) => {
       if (meter === undefined || end._tag === "ClientStalled") {
         // A stream the client stopped reading: what streamed may still be charged by the provider (ADR 0029).
         if (meter !== undefined) floorStreamedOutput(meter, progress.request?.maxTokens)
-        return { outcome, incomplete: true, error, usageEstimated: false, end: destroy } satisfies Relayed
+        return { outcome, incomplete: true, error, usageEstimated: false, end: "destroy" } satisfies Relayed
       }
       floorStreamedOutput(meter, progress.request?.maxTokens)
       if (error === "budget_exceeded") {
@@ -207,23 +207,20 @@ export const makeServe = (deps: ServeDeps) => {
       } else if (meter.inbandError === undefined) {
         res.write(streamErrorEvent(client.api, "api_error", `upstream stream failed: ${error}`))
       }
-      return { outcome, incomplete: true, error, usageEstimated: false, end: endPlain } satisfies Relayed
+      return { outcome, incomplete: true, error, usageEstimated: false, end: "end" } satisfies Relayed
     }
     let usageEstimated = false
     if (ok && !committed.usage.reported && info.endpoint !== "/v1/messages/count_tokens") {
       usageEstimated = true
-      committed.usage.inputTokens = progress.planned!.plan.inputEstimate
+      committed.usage.inputTokens = progress.plan!.inputEstimate
     }
-    const last = end._tag === "Complete" ? end.last : undefined
     return {
       outcome,
       incomplete: false,
       error,
       usageEstimated,
-      end: last === undefined ? endPlain : (r: ServerResponse) => void r.end(last),
+      end: "end",
+      last: end._tag === "Complete" ? end.last : undefined,
     } satisfies Relayed
   })
 }
-
-const destroy = (res: ServerResponse): void => void res.destroy()
-const endPlain = (res: ServerResponse): void => void res.end()

@@ -27,12 +27,6 @@ export interface RequestInfo {
   readonly principal: Principal
 }
 
-/** The request routed and planned. */
-export interface Planned {
-  readonly route: RouteConfig
-  readonly plan: Plan
-}
-
 /**
  * The attempts so far, kept by the attempt loop as it goes: the record and
  * the headers name the last attempt even when it produced no response.
@@ -75,7 +69,9 @@ export interface Ending {
 /** What one request reached: each stage's value, set once by the pipeline when its stage completes. */
 export interface Progress {
   request: ParsedRequest | undefined
-  planned: Planned | undefined
+  /** The route the request named, once resolved and allowed. */
+  route: RouteConfig | undefined
+  plan: Plan | undefined
   admission: Admission | undefined
   readonly tally: AttemptTally
   committed: Committed | undefined
@@ -83,7 +79,8 @@ export interface Progress {
 
 export const makeProgress = (): Progress => ({
   request: undefined,
-  planned: undefined,
+  route: undefined,
+  plan: undefined,
   admission: undefined,
   tally: makeTally(),
   committed: undefined,
@@ -119,7 +116,7 @@ export const usageRecord = (
   cost: number,
   nowMs: number,
 ): UsageRecord => {
-  const { request, planned } = progress
+  const { request, route, plan } = progress
   const target = progress.committed?.target ?? progress.tally.target
   const usage = progress.committed?.usage ?? NO_USAGE
   return {
@@ -127,7 +124,7 @@ export const usageRecord = (
     request_id: info.id,
     tenant: info.principal.tenant.name,
     key_id: info.principal.keyId,
-    route: planned?.route.name ?? request?.model ?? "",
+    route: route?.name ?? request?.model ?? "",
     endpoint: info.endpoint,
     stream: request?.stream ?? false,
     provider: target?.provider ?? null,
@@ -142,7 +139,7 @@ export const usageRecord = (
     cost_micro_usd: cost,
     usage_estimated: ending.usageEstimated,
     incomplete: ending.incomplete,
-    session: planned?.plan.sessionId ?? null,
+    session: plan?.sessionId ?? null,
     duration_ms: Math.max(0, nowMs - info.startMs),
     error: ending.error,
   }

@@ -28,6 +28,30 @@ const lowerCased = (headers: Readonly<Record<string, string>>): Record<string, s
   return out
 }
 
+/**
+ * Headers a caller may add to its request: not credentials (the client's own go upstream, never a
+ * caller's), not the framing or hop-by-hop headers the transport sets.
+ */
+const NOT_FROM_CALLER = new Set([
+  "authorization",
+  "x-api-key",
+  "host",
+  "content-length",
+  "transfer-encoding",
+  "connection",
+  "keep-alive",
+  "proxy-authorization",
+  "te",
+  "trailer",
+  "upgrade",
+])
+
+const callerHeaders = (headers: Record<string, string>): Record<string, string> => {
+  const out: Record<string, string> = {}
+  for (const name in headers) if (!NOT_FROM_CALLER.has(name)) out[name] = headers[name]!
+  return out
+}
+
 const flatHeaders = (headers: IncomingHttpHeaders): Record<string, string> => {
   const out: Record<string, string> = {}
   for (const [name, value] of Object.entries(headers)) {
@@ -143,10 +167,13 @@ const responseBody = (call: UpstreamCall, provider: string, meter: BodyUsage, se
     }
     call.attach(reader)
     call.resume()
+    // The reader was interrupted (a timeout, the fiber ended): the body will not be read, so the upstream
+    // request is aborted at once and the usage is what was pulled.
     return Effect.sync(() => {
       waiting = undefined
-      call.pause()
-      call.detach()
+      if (state === "open") state = "closed"
+      call.close()
+      settle()
     })
   })
   return {
@@ -173,7 +200,7 @@ export const makeSend = (client: Client, connectMs: number) =>
     const prepared = prepare(client, request)
     if (prepared instanceof ProviderError) return yield* prepared
     const built = client.build(prepared.parsed, prepared.model)
-    const upstream = { ...built, headers: { ...prepared.headers, ...built.headers } }
+    const upstream = { ...built, headers: { ...callerHeaders(prepared.headers), ...built.headers } }
     let call: UpstreamCall | undefined
     let body: ReturnType<typeof responseBody> | undefined
     const usage = Deferred.makeUnsafe<Usage>()

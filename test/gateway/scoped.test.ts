@@ -4,7 +4,7 @@ import { TestClock } from "effect/testing"
 import { Agent, type Dispatcher } from "undici"
 import { startFakeProvider, type FakeProviderHandle } from "../../fakeprovider/server.js"
 import type { TimeoutsConfig } from "../../src/config/model.js"
-import { AttemptFailed, sendAttempt } from "../../src/gateway/attempt.js"
+import { AttemptFailed, openAttempt } from "../../src/gateway/attempt.js"
 import { Meter } from "../../src/meter/Meter.js"
 import { dispatchUpstream, type UpstreamRequest } from "../../src/providers/transport.js"
 import { Deadlines, layer as deadlinesLayer } from "../../src/reliability/Deadlines.js"
@@ -74,7 +74,7 @@ describe("attempt timeouts run on the Clock service (TestClock, no real waiting 
           const env = yield* attemptEnv
           const scope = yield* Scope.make()
           const fiber = yield* Effect.forkChild(
-            Scope.provide(sendAttempt(env, clientOver(agent), request(fake, scenario), timeouts), scope),
+            Scope.provide(openAttempt(env, clientOver(agent), request(fake, scenario), timeouts), scope),
           )
           yield* requestsReach(fake, 1)
           // A millisecond before the deadline nothing has fired.
@@ -105,7 +105,7 @@ describe("cancellation is structure: interrupting or closing aborts the upstream
     Effect.gen(function* () {
       const { fake, agent } = yield* upstream
       const env = yield* attemptEnv
-      const result = yield* sendAttempt(
+      const result = yield* openAttempt(
         env,
         clientOver(agent),
         request(fake, "hang-before-headers"),
@@ -122,7 +122,7 @@ describe("cancellation is structure: interrupting or closing aborts the upstream
       const env = yield* attemptEnv
       const scope = yield* Scope.make()
       const response = yield* Scope.provide(
-        sendAttempt(env, clientOver(agent), request(fake, "hang-after:2-tokens"), TIMEOUTS),
+        openAttempt(env, clientOver(agent), request(fake, "hang-after:2-tokens"), TIMEOUTS),
         scope,
       )
       assert.notInstanceOf(response, AttemptFailed)

@@ -233,6 +233,22 @@ describe("GET /metrics after scripted traffic", () => {
     expect(m("tollgate_process_resident_memory_bytes")).toBeGreaterThan(0)
   })
 
+  it("a request refused after its route was resolved counts under that route; an unknown route under none", async () => {
+    const before = await scrape()
+    const count = (m: typeof before, route: string, status: string) =>
+      m("tollgate_requests_total", { route, provider: "", status }) ?? 0
+    // An invalid x-tollgate-session is refused (400) after the route is known.
+    expect(await statusOf(send("plain", h.key, {}, { "x-tollgate-session": "has spaces" }))).toBe(400)
+    // A route this gateway does not have is never a label (a client's string).
+    expect(await statusOf(send("no-such-route-from-a-client"))).toBe(404)
+    const after = await scrape()
+    expect(count(after, "plain", "400") - count(before, "plain", "400")).toBe(1)
+    expect(count(after, "", "404") - count(before, "", "404")).toBe(1)
+    expect(
+      after("tollgate_requests_total", { route: "no-such-route-from-a-client", provider: "", status: "404" }),
+    ).toBeUndefined()
+  })
+
   it("the documented metrics are exactly the exported ones, with their types", async () => {
     const text = await (await fetch(`${h.url}/metrics`)).text()
     const exported = [...text.matchAll(/^# TYPE (tollgate_\w+) (\w+)$/gm)]

@@ -349,6 +349,56 @@ describe("ProviderClient backpressure and cancellation", () => {
     }),
   )
 
+  it.live(
+    "Effect.timeout around reading the body aborts the upstream request at once, and the usage resolves",
+    () =>
+      Effect.gen(function* () {
+        const fake = yield* FakeProvider.make()
+        const client = yield* ProviderClient.make({
+          kind: "anthropic",
+          baseUrl: fake.url,
+          apiKey: Redacted.make(KEY),
+        })
+        const response = yield* client.send({
+          endpoint: "/v1/messages",
+          body: anthropicBody({ stream: true }),
+          headers: { "x-fake-scenario": "hang-after:2-tokens" },
+        })
+        const read = yield* Stream.runDrain(response.body).pipe(Effect.timeoutOption("200 millis"))
+        assert.strictEqual(read._tag, "None")
+        // Still inside the scope: the interruption itself aborted the request.
+        yield* abortedWithin(fake, 0, 1_000)
+        assert.strictEqual((yield* response.usage).inputTokens, 4)
+      }).pipe(Effect.scoped),
+  )
+
+  it.live("a caller's credentials and framing headers never reach the provider; the client's key does", () =>
+    Effect.gen(function* () {
+      const fake = yield* FakeProvider.make()
+      const client = yield* ProviderClient.make({
+        kind: "anthropic",
+        baseUrl: fake.url,
+        apiKey: Redacted.make(KEY),
+      })
+      const response = yield* client.send({
+        endpoint: "/v1/messages",
+        body: anthropicBody(),
+        headers: {
+          authorization: "Bearer leaked",
+          "x-api-key": "sk-caller",
+          "transfer-encoding": "chunked",
+          "anthropic-beta": "tools-1",
+        },
+      })
+      assert.strictEqual(response.status, 200)
+      yield* Stream.runDrain(response.body)
+      const seen = lastRequest(fake).headers
+      assert.isUndefined(seen["authorization"])
+      assert.strictEqual(seen["x-api-key"], KEY)
+      assert.strictEqual(seen["anthropic-beta"], "tools-1")
+    }).pipe(Effect.scoped),
+  )
+
   it.live("Effect.timeout around send aborts a request that hangs before its headers", () =>
     Effect.gen(function* () {
       const fake = yield* FakeProvider.make()
