@@ -63,6 +63,10 @@ const directAnswer = (fake: FakeProviderHandle, logged: FakeRequest) =>
     return await response.text()
   })
 
+/** An Anthropic client of the fake, with the test key. */
+const anthropicClient = (fake: FakeProviderHandle) =>
+  ProviderClient.make({ kind: "anthropic", baseUrl: fake.url, apiKey: Redacted.make(KEY) })
+
 /** Polls the fake's log until the request at `index` is marked aborted; the time it took, ms. */
 const abortedWithin = (fake: FakeProviderHandle, index: number, limitMs: number) =>
   Effect.promise(async () => {
@@ -233,11 +237,7 @@ describe("ProviderClient.send against the fake provider", () => {
   it.live("raw bytes go upstream as they are but for the model", () =>
     Effect.gen(function* () {
       const fake = yield* FakeProvider.make()
-      const client = yield* ProviderClient.make({
-        kind: "anthropic",
-        baseUrl: fake.url,
-        apiKey: Redacted.make(KEY),
-      })
+      const client = yield* anthropicClient(fake)
       const raw =
         '{ "max_tokens": 4, "zeta": 1.50, "messages": [{"role":"user","content":"hi"}], "model": "a" }'
       const response = yield* client.send({
@@ -273,11 +273,7 @@ describe("ProviderClient.send against the fake provider", () => {
   it.live("a body that breaks off fails the stream with BodyFailed", () =>
     Effect.gen(function* () {
       const fake = yield* FakeProvider.make()
-      const client = yield* ProviderClient.make({
-        kind: "anthropic",
-        baseUrl: fake.url,
-        apiKey: Redacted.make(KEY),
-      })
+      const client = yield* anthropicClient(fake)
       const response = yield* client.send({
         endpoint: "/v1/messages",
         body: anthropicBody({ stream: true }),
@@ -296,11 +292,7 @@ describe("ProviderClient backpressure and cancellation", () => {
   it.live("the upstream call is paused while nobody pulls the body", () =>
     Effect.gen(function* () {
       const fake = yield* FakeProvider.make()
-      const client = yield* ProviderClient.make({
-        kind: "anthropic",
-        baseUrl: fake.url,
-        apiKey: Redacted.make(KEY),
-      })
+      const client = yield* anthropicClient(fake)
       // About 25 MB of events: far more than the socket buffers hold.
       const tokens = 200_000
       const response = yield* client.send({
@@ -323,11 +315,7 @@ describe("ProviderClient backpressure and cancellation", () => {
   it.live("closing the scope mid-stream aborts the upstream request at once", () =>
     Effect.gen(function* () {
       const fake = yield* FakeProvider.make()
-      const client = yield* ProviderClient.make({
-        kind: "anthropic",
-        baseUrl: fake.url,
-        apiKey: Redacted.make(KEY),
-      })
+      const client = yield* anthropicClient(fake)
       const scope = yield* Scope.make()
       const response = yield* client
         .send({
@@ -354,11 +342,7 @@ describe("ProviderClient backpressure and cancellation", () => {
     () =>
       Effect.gen(function* () {
         const fake = yield* FakeProvider.make()
-        const client = yield* ProviderClient.make({
-          kind: "anthropic",
-          baseUrl: fake.url,
-          apiKey: Redacted.make(KEY),
-        })
+        const client = yield* anthropicClient(fake)
         const response = yield* client.send({
           endpoint: "/v1/messages",
           body: anthropicBody({ stream: true }),
@@ -375,11 +359,7 @@ describe("ProviderClient backpressure and cancellation", () => {
   it.live("a caller's credentials and framing headers never reach the provider; the client's key does", () =>
     Effect.gen(function* () {
       const fake = yield* FakeProvider.make()
-      const client = yield* ProviderClient.make({
-        kind: "anthropic",
-        baseUrl: fake.url,
-        apiKey: Redacted.make(KEY),
-      })
+      const client = yield* anthropicClient(fake)
       const response = yield* client.send({
         endpoint: "/v1/messages",
         body: anthropicBody(),
@@ -402,11 +382,7 @@ describe("ProviderClient backpressure and cancellation", () => {
   it.live("Effect.timeout around send aborts a request that hangs before its headers", () =>
     Effect.gen(function* () {
       const fake = yield* FakeProvider.make()
-      const client = yield* ProviderClient.make({
-        kind: "anthropic",
-        baseUrl: fake.url,
-        apiKey: Redacted.make(KEY),
-      })
+      const client = yield* anthropicClient(fake)
       const result = yield* client
         .send({
           endpoint: "/v1/messages",
