@@ -4,19 +4,24 @@
 // (as `npm run bench` measures its rows) can differ by more than the change being judged. Here one fake
 // upstream serves both servers, and two load generators (bench/load.mjs) drive them in the same window:
 // whatever the machine does then, it does to both. Each round reports each server's CPU time per
-// completed response (from /proc, user + system) and the ratio; the first round is a warm-up (JIT) and is
-// not counted; the summary is the median ratio.
+// completed response (from /proc, user + system) and the ratio, its throughput, and its resident memory
+// (VmRSS from /proc/PID/status) at the end of the measured window, still under load; the first round is a
+// warm-up (JIT) and is not counted; the summary is the median ratio, then each server's median
+// throughput, median RSS under load, and RSS now (idle) and highest RSS (VmHWM) after the last round.
 //
 // Usage: node bench/ab.mjs json|sse NAME=SERVER NAME=SERVER [--seconds 4] [--rounds 6] [--concurrency 32]
 //   SERVER is the path of a `tollgate` bundle (e.g. a copy of bin/tollgate built from another commit), or
-//   `proxy` for bench/plain-proxy.mjs. Example, the current build against the plain proxy:
+//   `proxy` for bench/plain-proxy.mjs, optionally after Node options for that server's process, the whole
+//   in one argument (e.g. 'semi16=--max-semi-space-size=16 bin/tollgate'; a bundle's own
+//   `#!/usr/bin/env -S node OPTIONS` line is honoured too, before these). Example, the current build
+//   against the plain proxy:
 //   node bench/ab.mjs json proxy=proxy tollgate=bin/tollgate
 import { mkdirSync, mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
-import { cpuTimeMs, runLoad, startServer, stopAll } from "./lib/procs.mjs"
+import { cpuTimeMs, memoryMb, runLoad, shebangNodeArgs, startServer, stopAll } from "./lib/procs.mjs"
 import { requestFor, UPSTREAM_KEY, UPSTREAM_KEY_ENV, writeTollgateConfig } from "./lib/setup.mjs"
 
 const here = dirname(fileURLToPath(import.meta.url))
@@ -48,7 +53,12 @@ try {
   for (const spec of specs) {
     const at = spec.indexOf("=")
     const name = spec.slice(0, at)
-    const server = spec.slice(at + 1)
+    const words = spec
+      .slice(at + 1)
+      .trim()
+      .split(/\s+/)
+    const server = words.at(-1)
+    const nodeArgs = words.slice(0, -1)
     const proxy = server === "proxy"
     let started
     if (proxy) {
@@ -56,6 +66,7 @@ try {
         name,
         script: join(here, "plain-proxy.mjs"),
         args: ["--listen", "127.0.0.1:0", "--upstream", fake.url],
+        nodeArgs,
         logFile: join(dir, `${name}.log`),
         pipeStdin: true,
         env: {},
@@ -68,6 +79,7 @@ try {
         name,
         script: resolve(server),
         args: ["serve", "--config", config],
+        nodeArgs: [...shebangNodeArgs(resolve(server)), ...nodeArgs],
         env: { [UPSTREAM_KEY_ENV]: UPSTREAM_KEY },
         logFile: join(dir, `${name}.log`),
       })
@@ -76,6 +88,8 @@ try {
   }
 
   const cpu = servers.map(() => [])
+  const rate = servers.map(() => [])
+  const rss = servers.map(() => [])
   for (let round = 0; round <= rounds; round++) {
     const results = await Promise.all(
       servers.map((s) => {
@@ -103,16 +117,24 @@ try {
         return runLoad({
           script: join(here, "load.mjs"),
           spec,
-          cpuOf: () => cpuTimeMs(s.pid),
+          // Sampled at the window's start and end; the end's RSS (still under load) is the one kept.
+          cpuOf: () => {
+            s.rss = memoryMb(s.pid)?.rss ?? NaN
+            return cpuTimeMs(s.pid)
+          },
           timeoutMs: 120_000,
         })
       }),
     )
     const line = results.map((r, i) => {
       const perResponse = (r.cpuMs * 1000) / r.completed
-      if (round > 0) cpu[i].push(perResponse)
+      if (round > 0) {
+        cpu[i].push(perResponse)
+        rate[i].push(r.rate)
+        rss[i].push(servers[i].rss)
+      }
       const errors = r.errorCount > 0 ? ` errors ${JSON.stringify(r.errors)}` : ""
-      return `${servers[i].name} ${Math.round(r.rate)}/s ${perResponse.toFixed(1)} µs${errors}`
+      return `${servers[i].name} ${Math.round(r.rate)}/s ${perResponse.toFixed(1)} µs ${servers[i].rss.toFixed(0)} MB${errors}`
     })
     const ratio = round > 0 ? `  ratio ${(cpu[1].at(-1) / cpu[0].at(-1)).toFixed(3)}` : "  (warm-up)"
     console.log(`round ${round}  ${line.join("  |  ")}${ratio}`)
@@ -123,6 +145,16 @@ try {
     `${kind}: CPU per response ${servers[1].name} ÷ ${servers[0].name}: median ${median.toFixed(3)}` +
       ` (${ratios[0].toFixed(3)}–${ratios.at(-1).toFixed(3)}, ${ratios.length} rounds)`,
   )
+  const mid = (values) => [...values].sort((x, y) => x - y)[Math.floor(values.length / 2)]
+  await new Promise((r) => setTimeout(r, 1000))
+  for (const [i, s] of servers.entries()) {
+    const now = memoryMb(s.pid)
+    console.log(
+      `${s.name}: median ${Math.round(mid(rate[i]))}/s, ${mid(cpu[i]).toFixed(1)} µs per response; RSS under load median ` +
+        `${mid(rss[i]).toFixed(0)} MB (${Math.min(...rss[i]).toFixed(0)}–${Math.max(...rss[i]).toFixed(0)}), ` +
+        `idle 1 s after ${now?.rss.toFixed(0)} MB, highest ${now?.hwm?.toFixed(0)} MB`,
+    )
+  }
 } finally {
   await stopAll()
 }

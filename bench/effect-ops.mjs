@@ -1,10 +1,14 @@
-// Effect operations per request: how many steps the request fiber's run loop takes for one proxied request.
-// Each operation costs CPU and ~50–100 bytes of garbage, so this count is a steady measure of the Effect
-// part of the hot path (throughput on a shared machine is not). It copies bin/tollgate with a counter in
-// the run loop, starts it with bin/fakeprovider, sends WARMUP then COUNT requests one at a time, and prints
-// operations per request, by operation code. The layer's deadline sweeper (a few operations every 25 ms)
-// is included, so one-at-a-time requests see about one or two more operations than a loaded server.
-// Usage: node bench/effect-ops.mjs [json|sse] [COUNT]   (after `npm run build`)
+// Effect operations per request: how many steps Effect's fiber run loop takes for one proxied request.
+// Each operation costs CPU and garbage, so this count is a steady measure of the Effect part of the hot path
+// (throughput on a shared machine is not). It copies bin/tollgate (never the product itself) with a counter
+// at the two places where Effect 4's fiber counts an operation (FiberImpl#runLoop, one per primitive it
+// evaluates; FiberImpl#succeedWith, one per success handed straight to the next continuation), starts the
+// copy with bin/fakeprovider, sends 50 then COUNT requests one at a time, and prints operations per request,
+// by the primitive's op name (`~effect/Effect/identifier`: "Success", "OnSuccess", "Callback", ...; the
+// inline hand-overs as "(succeedWith)"). Every fiber of the process is counted, so background fibers
+// (timers, sweepers) that run while the requests do are included: one-at-a-time requests may see an
+// operation or two more than a loaded server would.
+// Usage: node bench/effect-ops.mjs [json|sse] [COUNT]   (after `npm run build`; BENCH_TOLLGATE=path counts another build)
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { dirname, join, resolve } from "node:path"
@@ -17,16 +21,33 @@ const kind = process.argv[2] ?? "json"
 const count = Number(process.argv[3] ?? 500)
 const dir = mkdtempSync(join(tmpdir(), "tollgate-effect-ops-"))
 
-// The counter goes where the run loop evaluates one operation; the snapshot file is written on SIGUSR2.
-const LOOP = "      try {\n        cur = this.currentTracer.context(() => {"
-const source = readFileSync(join(root, "bin", "tollgate"), "utf8")
-if (!source.includes(LOOP))
-  throw new Error("the run loop of this effect version is not the one this script knows")
+// Effect 4.1's FiberImpl (effect/src/internal/effect.ts, as esbuild bundles it): the run loop's count of
+// one evaluated primitive (right after the deferred-interrupt check, which names the loop's `current`
+// variable), and succeedWith's count of one inline step. Whitespace and esbuild's renaming of locals may
+// differ; anything else means another Effect, and the script stops.
+const RUN_LOOP = /([\w$]+) = [\w$]+\(this\._interruptedCause\);\s*\}(\s*)this\.currentOpCount\+\+;/g
+const SUCCEED_WITH = /(succeedWith\([\w$]+\) \{\s*)(if \(\(\+\+this\.currentOpCount & [\w$]+ - 1\) === 0\))/g
+const OP = JSON.stringify("~effect/Effect/identifier")
+// BENCH_TOLLGATE: another build to count (as for bench/run.mjs); bin/tollgate by default.
+const tollgateBin = resolve(process.env.BENCH_TOLLGATE || join(root, "bin", "tollgate"))
+const source = readFileSync(tollgateBin, "utf8")
+for (const [name, pattern] of [
+  ["FiberImpl#runLoop", RUN_LOOP],
+  ["FiberImpl#succeedWith", SUCCEED_WITH],
+]) {
+  const found = source.match(pattern)?.length ?? 0
+  if (found !== 1)
+    throw new Error(
+      `${name}: the operation count of Effect 4.1 found ${found} times in ${tollgateBin}, not once`,
+    )
+}
+// The counter (a Map by op name) and the SIGUSR2 handler that writes it to a file go in after the shebang.
 const counted = source
-  .replace(LOOP, "      globalThis.__ops.set(cur._op, (globalThis.__ops.get(cur._op) ?? 0) + 1);\n" + LOOP)
+  .replace(RUN_LOOP, `$&$2globalThis.__tgOp($1?.[${OP}]);`)
+  .replace(SUCCEED_WITH, `$1globalThis.__tgOp("(succeedWith)");\n$2`)
   .replace(
     /\n/,
-    `\nglobalThis.__ops = new Map(); process.on("SIGUSR2", async () => (await import("node:fs")).writeFileSync(${JSON.stringify(join(dir, "ops.json"))}, JSON.stringify([...globalThis.__ops])));\n`,
+    `\nglobalThis.__ops = new Map(); globalThis.__tgOp = (op) => globalThis.__ops.set(String(op), (globalThis.__ops.get(String(op)) ?? 0) + 1); process.on("SIGUSR2", async () => (await import("node:fs")).writeFileSync(${JSON.stringify(join(dir, "ops.json"))}, JSON.stringify([...globalThis.__ops])));\n`,
   )
 const script = join(dir, "tollgate-counted.mjs")
 writeFileSync(script, counted)

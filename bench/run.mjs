@@ -3,10 +3,11 @@
 // Starts the fake upstream, the plain proxy and one Tollgate per row (each its own process; a Redis and a
 // second fake answering 529 for the rows that need them), then runs the measurements of every row, each
 // in a fresh load-generator process, rotating the row order between measurements, then the paired phase
-// (adjacent plain-proxy / Tollgate runs, the headline ratio). Prints a table, then the same results as one
-// JSON line (the last line of stdout).
+// (adjacent plain-proxy / Tollgate runs, the headline ratio), then the open-streams phase (BENCH_STREAMS SSE
+// streams held open at once through each server, its RSS sampled). Prints a table, then the same results as
+// one JSON line (the last line of stdout).
 // Options (env): BENCH_DURATION_S (5), BENCH_WARMUP_S (1), BENCH_PRIME_S (6), BENCH_CONCURRENCY (64), BENCH_RPS (500),
-// BENCH_ROUNDS (1), BENCH_PAIRS (4), BENCH_PAIR_S (3), BENCH_API (anthropic | openai), BENCH_UPSTREAM (fake | stub), BENCH_LIMITS (1 | 0),
+// BENCH_ROUNDS (1), BENCH_PAIRS (4), BENCH_PAIR_S (3), BENCH_STREAMS (1000), BENCH_API (anthropic | openai), BENCH_UPSTREAM (fake | stub), BENCH_LIMITS (1 | 0),
 // BENCH_REDIS (1 | 0), BENCH_FALLBACK (1 | 0), BENCH_TOLLGATE, BENCH_FAKEPROVIDER and BENCH_REDIS_SERVER
 // (binary paths; default bin/tollgate, bin/fakeprovider, redis-server on PATH). See bench/README.md.
 import { existsSync, rmSync } from "node:fs"
@@ -15,9 +16,20 @@ import { availableParallelism, loadavg, tmpdir } from "node:os"
 import { dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 import { request } from "undici"
-import { cpuTimeMs, killAllNow, logTail, runLoad, startServer, stopAll, which } from "./lib/procs.mjs"
+import {
+  cpuTimeMs,
+  killAllNow,
+  logTail,
+  memoryMb,
+  runHold,
+  runLoad,
+  shebangNodeArgs,
+  startServer,
+  stopAll,
+  which,
+} from "./lib/procs.mjs"
 import { redisCommand, startRedis } from "./lib/redis.mjs"
-import { formatSummary, kindsOf, LABELS, summarise, TARGETS } from "./lib/report.mjs"
+import { formatSummary, holdsStreams, kindsOf, LABELS, summarise, TARGETS } from "./lib/report.mjs"
 import {
   headerProblem,
   requestFor,
@@ -56,6 +68,7 @@ const readOptions = () => ({
   // Rounded up to an even count: the alternating order is balanced only over whole proxy-first/Tollgate-first pairs.
   pairs: 2 * Math.ceil(Math.round(number("BENCH_PAIRS", 4, { zero: true })) / 2),
   pairS: number("BENCH_PAIR_S", 3),
+  streams: Math.round(number("BENCH_STREAMS", 1000, { zero: true })),
   api: oneOf("BENCH_API", ["anthropic", "openai"]),
   upstream: oneOf("BENCH_UPSTREAM", ["fake", "stub"]),
   limits: flag("BENCH_LIMITS"),
@@ -142,6 +155,7 @@ const startAll = async (dir) => {
     return startServer({
       name: LABELS[target],
       script: tollgateBin,
+      nodeArgs: shebangNodeArgs(tollgateBin),
       args: ["serve", "--config", config],
       env: { [UPSTREAM_KEY_ENV]: UPSTREAM_KEY },
       logFile: join(dir, `${target}.log`),
@@ -317,6 +331,88 @@ const measurePairs = async (servers) => {
   return runs
 }
 
+/** The fake's scenario for the open-streams phase: a few tokens (so every stream commits), then it waits. */
+const HOLD_SCENARIO = "max-tokens,hang-after:5-tokens"
+/** Seconds each open-streams client may take to open all its streams. */
+const OPEN_TIMEOUT_S = 30
+/** How long the streams stay open after the first RSS sample, for the second one. */
+const HOLD_SAMPLE_MS = 1000
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+
+/** Every server's resident memory now (the Tollgate and plain-proxy processes; not the fake's). */
+const sampleIdle = (servers) =>
+  Object.fromEntries(
+    enabled
+      .filter((target) => target !== "direct" && servers[target] !== undefined)
+      .map((target) => [target, memoryMb(servers[target].pid)]),
+  )
+
+/**
+ * The open-streams phase: for each row that streams (not direct, not the fallback row, whose 529 fake
+ * the scenario header would override), `streams` SSE streams opened at once by one client process
+ * (bench/hold.mjs); once every stream has delivered its first bytes, the server's RSS is sampled, again
+ * HOLD_SAMPLE_MS later, and the streams are closed. The fake upstream holds each stream open
+ * (`x-fake-scenario: max-tokens,hang-after:5-tokens`, passed on by both Tollgate and the plain proxy).
+ */
+const measureOpenStreams = async (servers) => {
+  const results = {}
+  if (options.streams === 0) return results
+  for (const target of enabled) {
+    const server = servers[target]
+    if (server === undefined || !holdsStreams(target)) continue
+    await sleep(500)
+    const idle = memoryMb(server.pid)
+    const req = requestFor({ api: options.api, target, stream: true, ...options })
+    const spec = {
+      origin: server.url,
+      path: req.path,
+      headers: { ...req.headers, "x-fake-scenario": HOLD_SCENARIO },
+      body: req.body,
+      streams: options.streams,
+      openTimeoutS: OPEN_TIMEOUT_S,
+      holdS: OPEN_TIMEOUT_S,
+    }
+    const result = await runHold({
+      script: join(here, "hold.mjs"),
+      spec,
+      onOpen: async () => {
+        const atOpen = memoryMb(server.pid)
+        await sleep(HOLD_SAMPLE_MS)
+        return { atOpen, afterHold: memoryMb(server.pid) }
+      },
+      timeoutMs: (2 * OPEN_TIMEOUT_S + 30) * 1000,
+    }).catch((error) => {
+      log(`open streams ${LABELS[target]}: ${error.message.split("\n")[0]}`)
+      return {
+        requested: options.streams,
+        open: 0,
+        errors: { "open-streams-client-failed": 1 },
+        errorCount: 1,
+      }
+    })
+    const missing = result.requested - result.open - result.errorCount
+    const errors = { ...result.errors, ...(missing > 0 ? { "not-open-in-time": missing } : {}) }
+    results[target] = {
+      streams: result.requested,
+      open: result.open,
+      openMs: result.openMs ?? null,
+      idleRssMb: idle?.rss ?? null,
+      rssAtOpenMb: result.sample?.atOpen?.rss ?? null,
+      rssAfterHoldMb: result.sample?.afterHold?.rss ?? null,
+      hwmMb: result.sample?.afterHold?.hwm ?? null,
+      errors,
+    }
+    const errorText = Object.keys(errors).length > 0 ? `  ERRORS ${JSON.stringify(errors)}` : ""
+    const rss = (mb) => (typeof mb === "number" ? `${mb.toFixed(0)} MB` : "—")
+    log(
+      `open streams    ${LABELS[target].padEnd(26)}  ${result.open}/${result.requested} open in ${result.openMs ?? "—"} ms, ` +
+        `RSS ${rss(results[target].idleRssMb)} idle → ${rss(results[target].rssAtOpenMb)}, ${rss(results[target].rssAfterHoldMb)} 1 s later${errorText}`,
+    )
+  }
+  return results
+}
+
 let tempDir
 
 const main = async () => {
@@ -337,10 +433,14 @@ const main = async () => {
     }
     const { servers, skipped, unavailable } = await startAll(dir)
     await prime(servers)
+    // Idle RSS after warm-up: a moment after the priming traffic stopped.
+    await sleep(1000)
+    const rssAfterWarmup = sampleIdle(servers)
     const runs = await measure(servers)
     const pairRuns = await measurePairs(servers)
+    const openStreams = await measureOpenStreams(servers)
     machine.loadAverageAtEnd = Number(loadavg()[0].toFixed(2))
-    const summary = summarise(runs, { enabled, skipped, unavailable, pairRuns })
+    const summary = summarise(runs, { enabled, skipped, unavailable, pairRuns, rssAfterWarmup, openStreams })
     const load = `load average (1 min): ${machine.loadAverageAtStart} at start, ${machine.loadAverageAtEnd} at end, ${machine.cpus} CPUs`
     process.stdout.write(`\n${[...formatSummary(summary, options), load].join("\n")}\n`)
     process.stdout.write(`${JSON.stringify({ options, machine, ...summary, runs, pairRuns })}\n`)
@@ -364,7 +464,8 @@ const runsPerRound = enabled.reduce((sum, target) => sum + kindsOf(target).lengt
 const expectedMs =
   options.rounds * runsPerRound * (options.warmupS + options.durationS) * 1000 +
   options.pairs * 4 * (options.warmupS + options.pairS) * 1000 +
-  enabled.length * options.primeS * 1500
+  enabled.length * options.primeS * 1500 +
+  (options.streams === 0 ? 0 : enabled.filter(holdsStreams).length * 5000)
 setTimeout(
   () => {
     log(`bench: still running after ${Math.round((expectedMs * 2 + 120_000) / 1000)} s, giving up`)

@@ -97,7 +97,22 @@ export const spawnLogged = ({ command, args, logFile }) => {
 }
 
 /**
- * Starts a server (`node script ...args`) with stdout and stderr in `logFile` and waits until the log
+ * The Node options in a script's `#!/usr/bin/env -S node OPTIONS` first line ([] for a plain
+ * `#!/usr/bin/env node`). The bench starts servers as `node script`, which skips the shebang; passing these
+ * keeps options that only work at process start (such as `--max-semi-space-size`) in what is measured.
+ */
+export const shebangNodeArgs = (script) => {
+  try {
+    const first = readFileSync(script, "utf8").slice(0, 500).split("\n")[0]
+    const match = /^#!\S*env\s+-S\s+node\s+(.*)$/.exec(first)
+    return match === null ? [] : match[1].trim().split(/\s+/).filter(Boolean)
+  } catch {
+    return []
+  }
+}
+
+/**
+ * Starts a server (`node ...nodeArgs script ...args`) with stdout and stderr in `logFile` and waits until the log
  * shows `listening on http://HOST:PORT`. Resolves `{ child, url, logFile }`; rejects with the log's tail
  * when the process exits first or `timeoutMs` (default 20000) passes. `pipeStdin` gives the child a stdin
  * pipe that closes when the bench dies (the bench's own servers exit on that).
@@ -106,6 +121,7 @@ export const startServer = async ({
   name,
   script,
   args,
+  nodeArgs = [],
   env,
   logFile,
   pipeStdin = false,
@@ -113,7 +129,7 @@ export const startServer = async ({
 }) => {
   const fd = openSync(logFile, "a")
   const child = track(
-    spawnChild(process.execPath, [script, ...args], {
+    spawnChild(process.execPath, [...nodeArgs, script, ...args], {
       env: { ...process.env, ...env },
       stdio: [pipeStdin ? "pipe" : "ignore", fd, fd],
     }),
@@ -149,6 +165,70 @@ export const cpuTimeMs = (pid) => {
     return null
   }
 }
+
+/**
+ * Resident memory of a process from /proc/PID/status, in MB (MiB): `rss` (VmRSS, now) and `hwm` (VmHWM,
+ * the most it has had since it started); null where /proc is missing or the process is gone.
+ */
+export const memoryMb = (pid) => {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, "utf8")
+    const kb = (name) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? NaN)
+    const rss = kb("VmRSS")
+    const hwm = kb("VmHWM")
+    return Number.isFinite(rss) ? { rss: rss / 1024, hwm: Number.isFinite(hwm) ? hwm / 1024 : null } : null
+  } catch {
+    return null
+  }
+}
+
+/**
+ * Runs one open-streams client (`bench/hold.mjs`) with `spec`. When it says all its streams are open
+ * (`phase open N`), calls `onOpen(N)` (which samples what it wants; it may return a promise), then tells it
+ * to close them. Resolves the client's JSON result plus `sample` (what `onOpen` returned); rejects when it
+ * exits without one or takes longer than `timeoutMs`.
+ */
+export const runHold = ({ script, spec, onOpen, timeoutMs }) =>
+  new Promise((resolve, reject) => {
+    const child = track(
+      spawnChild(process.execPath, [script, JSON.stringify(spec)], { stdio: ["pipe", "pipe", "pipe"] }),
+    )
+    let out = ""
+    let err = ""
+    let sample = null
+    let sampled = false
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL")
+      reject(new Error(`open-streams client did not finish within ${timeoutMs} ms`))
+    }, timeoutMs)
+    child.stdout.setEncoding("utf8")
+    child.stdout.on("data", (text) => {
+      out += text
+      const match = sampled ? null : /phase open (\d+)\n/.exec(out)
+      if (match !== null) {
+        sampled = true
+        Promise.resolve()
+          .then(() => onOpen(Number(match[1])))
+          .then(
+            (value) => (sample = value),
+            () => {},
+          )
+          .finally(() => child.stdin.end("close\n"))
+      }
+    })
+    child.stdin.on("error", () => {})
+    child.stderr.setEncoding("utf8")
+    child.stderr.on("data", (text) => (err += text))
+    child.once("exit", (code) => {
+      clearTimeout(timer)
+      const last = out.trim().split("\n").at(-1) ?? ""
+      try {
+        resolve({ ...JSON.parse(last), sample })
+      } catch {
+        reject(new Error(`open-streams client exited (${code}) without a result:\n${err.slice(-2000)}`))
+      }
+    })
+  })
 
 /**
  * Runs one load generator process (`bench/load.mjs`) with `spec`. Samples `cpuOf()` (CPU ms of the

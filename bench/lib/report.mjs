@@ -1,5 +1,6 @@
 // Turns the per-run results into the summary: medians over rounds, the table, the ratios to the plain
-// proxy and to Tollgate without limits, and the latency each row adds over going direct.
+// proxy and to Tollgate without limits, the latency each row adds over going direct, and each server's
+// resident memory (idle after warm-up, and with the open-streams phase's streams open).
 
 /** Every row the bench knows, in table order. A run measures the ones its options enable. */
 export const TARGETS = [
@@ -23,6 +24,12 @@ export const LABELS = {
 export const kindsOf = (target) =>
   target === "tollgate_fallback" ? ["json", "latency"] : ["json", "sse", "latency"]
 
+/**
+ * The rows the open-streams phase holds streams through: every server that streams except the fallback
+ * row (the scenario header that holds a stream open would also reach its 529 fake and make it answer).
+ */
+export const holdsStreams = (target) => target !== "direct" && target !== "tollgate_fallback"
+
 /** The rows compared with `tollgate` (no limits) in the second table. */
 const VARIANTS = ["tollgate_limits_memory", "tollgate_limits_redis", "tollgate_fallback"]
 
@@ -31,6 +38,13 @@ const median = (values) => {
   if (present.length === 0) return null
   const mid = Math.floor(present.length / 2)
   return present.length % 2 === 1 ? present[mid] : (present[mid - 1] + present[mid]) / 2
+}
+
+const round1 = (value) =>
+  typeof value === "number" && Number.isFinite(value) ? Math.round(value * 10) / 10 : null
+const maxOf = (...values) => {
+  const present = values.filter((v) => typeof v === "number" && Number.isFinite(v))
+  return present.length === 0 ? null : Math.max(...present)
 }
 
 const addErrors = (into, errors) => {
@@ -49,7 +63,10 @@ const perResponse = (ms, run) =>
  * not start or failed its smoke test) make the run not valid; `unavailable` rows (an optional tool such
  * as redis-server is missing) are shown but do not.
  */
-export const summarise = (runs, { enabled, skipped, unavailable, pairRuns = [] }) => {
+export const summarise = (
+  runs,
+  { enabled, skipped, unavailable, pairRuns = [], rssAfterWarmup = {}, openStreams = {} },
+) => {
   const targets = {}
   let errorCount = 0
   for (const target of enabled) {
@@ -89,6 +106,31 @@ export const summarise = (runs, { enabled, skipped, unavailable, pairRuns = [] }
     for (const kind of kinds) {
       errorCount += Object.values(targets[target][kind].errors).reduce((sum, n) => sum + n, 0)
     }
+    const held = openStreams[target]
+    targets[target].memory = {
+      idleAfterWarmupMb: round1(rssAfterWarmup[target]?.rss),
+      openStreams:
+        held === undefined
+          ? null
+          : {
+              streams: held.streams,
+              open: held.open,
+              openMs: held.openMs,
+              idleBeforeMb: round1(held.idleRssMb),
+              rssMb: round1(maxOf(held.rssAtOpenMb, held.rssAfterHoldMb)),
+              rssAtOpenMb: round1(held.rssAtOpenMb),
+              rssAfterHoldMb: round1(held.rssAfterHoldMb),
+              hwmMb: round1(held.hwmMb),
+              kbPerStream:
+                typeof held.idleRssMb === "number" && held.open > 0
+                  ? round1(
+                      ((maxOf(held.rssAtOpenMb, held.rssAfterHoldMb) - held.idleRssMb) * 1024) / held.open,
+                    )
+                  : null,
+              errors: held.errors,
+            },
+    }
+    if (held !== undefined) errorCount += Object.values(held.errors).reduce((sum, n) => sum + n, 0)
   }
   const ratio = (target, base, kind) => {
     const t = targets[target]?.[kind]?.perSecond
@@ -212,6 +254,8 @@ export const formatSummary = (summary, options) => {
       `p99 ms @${options.rps}`,
       "CPU µs/JSON",
       "CPU µs/SSE",
+      "RSS MB idle",
+      `RSS MB ${options.streams} SSE`,
     ],
     shown.map((target) => {
       const t = summary.targets[target]
@@ -224,6 +268,8 @@ export const formatSummary = (summary, options) => {
         fmt(t.latency.p99Ms, 2),
         fmt(t.json.serverCpuUsPerResponse),
         fmt(t.sse?.serverCpuUsPerResponse),
+        fmt(t.memory?.idleAfterWarmupMb),
+        fmt(t.memory?.openStreams?.rssMb),
       ]
     }),
   )
@@ -310,6 +356,15 @@ export const formatSummary = (summary, options) => {
   }
   const events = summary.targets.direct?.sse?.eventsPerStream
   if (typeof events === "number") out.push(`SSE events per stream (direct): ${events}`)
+  const held = shown.filter((target) => summary.targets[target].memory?.openStreams != null)
+  held.forEach((target, i) => {
+    const o = summary.targets[target].memory.openStreams
+    const prefix = i === 0 ? `RSS with ${options.streams} open streams (MB):` : ""
+    out.push(
+      `${prefix.padEnd(36)}${LABELS[target]} ${fmt(o.idleBeforeMb)} idle → ${fmt(o.rssAtOpenMb)} at open, ` +
+        `${fmt(o.rssAfterHoldMb)} 1 s later (${fmt(o.kbPerStream, 1)} KB/stream; ${o.open} open in ${fmt(o.openMs)} ms)`,
+    )
+  })
   out.push("")
   if (summary.valid) {
     out.push("no errors")
@@ -330,6 +385,10 @@ export const formatSummary = (summary, options) => {
         if (errors.length > 0) {
           out.push(`  ${LABELS[target]} ${kind}: ${errors.map(([k, n]) => `${k}×${n}`).join(", ")}`)
         }
+      }
+      const held = Object.entries(t.memory?.openStreams?.errors ?? {})
+      if (held.length > 0) {
+        out.push(`  ${LABELS[target]} open streams: ${held.map(([k, n]) => `${k}×${n}`).join(", ")}`)
       }
     }
   }
