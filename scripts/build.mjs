@@ -21,13 +21,28 @@ const TOLLGATE_V8_FLAGS = "--no-allocation-site-pretenuring"
 const nodeCheck = (name) =>
   `{ const [__tgMaj, __tgMin] = process.versions.node.split(".").map(Number); if (__tgMaj < 22 || (__tgMaj === 22 && __tgMin < 19)) { process.stderr.write("${name} needs Node.js 22.19 or newer (24 LTS recommended); this is Node.js " + process.versions.node + "\\n"); process.exit(2) } }`
 
+/**
+ * Node options of the gateway process that must be given at its start (V8 sizes the heap before any
+ * JavaScript runs, so `setFlagsFromString` is too late for them): the executable's `#!/usr/bin/env -S node …`
+ * line carries them (ADR 0044). `--max-semi-space-size=16`: Node 24 lets the young generation grow to
+ * 128 MB and keeps it; at 16 MB (Node 20's size) per-request garbage dies young again, for less CPU and
+ * 75–100 MB less RSS under load.
+ */
+const TOLLGATE_NODE_OPTIONS = "--max-semi-space-size=16"
+
 const entries = [
   {
     in: "src/bin/tollgate.ts",
     out: "bin/tollgate",
+    shebang: `#!/usr/bin/env -S node ${TOLLGATE_NODE_OPTIONS}`,
     first: `${nodeCheck("tollgate")}\nimport { setFlagsFromString as __tgSetFlags } from 'node:v8'; __tgSetFlags(${JSON.stringify(TOLLGATE_V8_FLAGS)});`,
   },
-  { in: "fakeprovider/main.ts", out: "bin/fakeprovider", first: nodeCheck("fakeprovider") },
+  {
+    in: "fakeprovider/main.ts",
+    out: "bin/fakeprovider",
+    shebang: "#!/usr/bin/env node",
+    first: nodeCheck("fakeprovider"),
+  },
 ]
 
 /**
@@ -64,7 +79,7 @@ for (const entry of entries) {
     target: "node22",
     format: "esm",
     banner: {
-      js: `#!/usr/bin/env node\n${entry.first}${entry.first === "" ? "" : "\n"}import { createRequire as __tgCreateRequire } from 'node:module'; const require = __tgCreateRequire(import.meta.url);`,
+      js: `${entry.shebang}\n${entry.first}${entry.first === "" ? "" : "\n"}import { createRequire as __tgCreateRequire } from 'node:module'; const require = __tgCreateRequire(import.meta.url);`,
     },
     logLevel: "warning",
     legalComments: "none",

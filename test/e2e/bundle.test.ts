@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process"
 import { readFileSync } from "node:fs"
 import { describe, expect, it } from "vitest"
 import { FAKEPROVIDER, TOLLGATE } from "../support/processes.js"
@@ -5,7 +6,8 @@ import { FAKEPROVIDER, TOLLGATE } from "../support/processes.js"
 describe("bin/tollgate bundle", () => {
   it("turns off V8's allocation-site pretenuring in its first statement, before any module runs (ADR 0032)", () => {
     const lines = readFileSync(TOLLGATE, "utf8").split("\n")
-    expect(lines[0]).toBe("#!/usr/bin/env node")
+    // The young generation's size must be given at the process's start (ADR 0044): the shebang carries it.
+    expect(lines[0]).toBe("#!/usr/bin/env -S node --max-semi-space-size=16")
     // The banner is the first code in the one-module bundle (after the Node version check): nothing of the
     // program has run before it.
     expect(lines[2]).toMatch(
@@ -51,5 +53,12 @@ describe("bin/tollgate bundle", () => {
 
   it("the npm scripts run on the project's own Node 24", () => {
     expect(process.versions.node.split(".")[0]).toBe("24")
+  })
+
+  it("runs as an executable through its `env -S` shebang (ADR 0044); the fake provider keeps the plain one", () => {
+    // The npm scripts' PATH has the project's Node 24 first, as `env` finds it.
+    const help = execFileSync(TOLLGATE, ["--help"], { encoding: "utf8" })
+    expect(help).toContain("serve")
+    expect(readFileSync(FAKEPROVIDER, "utf8").split("\n")[0]).toBe("#!/usr/bin/env node")
   })
 })
