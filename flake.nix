@@ -24,11 +24,16 @@
           # Each dependency is fetched by the integrity hash in package-lock.json: no separate hash to keep.
           npmDeps = pkgs.importNpmLock { npmRoot = ./.; };
           npmConfigHook = pkgs.importNpmLock.npmConfigHook;
+          # No install scripts in the sandbox: the `node` devDependency's preinstall fetches Node from the
+          # registry, which a Nix build cannot reach; its bin link then dangles and npm scripts find
+          # nodejs_24 next on PATH. esbuild's platform binary comes as an optional dependency, without scripts.
+          npmFlags = [ "--ignore-scripts" ];
+          npmRebuildFlags = [ "--ignore-scripts" ];
           npmBuildScript = "build";
           installPhase = ''
             runHook preInstall
             mkdir -p $out/bin $out/lib/tollgate
-            cp -r bin config package.json $out/lib/tollgate/
+            cp -r bin dist config package.json $out/lib/tollgate/
             ln -s $out/lib/tollgate/bin/tollgate $out/bin/tollgate
             ln -s $out/lib/tollgate/bin/fakeprovider $out/bin/fakeprovider
             runHook postInstall
