@@ -5,7 +5,7 @@ import { readRequest, type Parsed } from "../domain/request.js"
 
 /**
  * Reads the whole request body with plain callbacks (before the request's
- * fiber starts: one `Effect.async` fewer per request), answering with
+ * fiber starts: one `Effect.callback` fewer per request), answering with
  * BodyTooLarge past `limit` bytes (content-length is checked first), or
  * InvalidRequest when the body cannot be read (the client went away).
  */
