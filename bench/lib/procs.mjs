@@ -183,52 +183,70 @@ export const memoryMb = (pid) => {
 }
 
 /**
- * Runs one open-streams client (`bench/hold.mjs`) with `spec`. When it says all its streams are open
- * (`phase open N`), calls `onOpen(N)` (which samples what it wants; it may return a promise), then tells it
- * to close them. Resolves the client's JSON result plus `sample` (what `onOpen` returned); rejects when it
- * exits without one or takes longer than `timeoutMs`.
+ * Runs one bench client process (`script` with `spec` as its JSON argument) that prints progress lines and
+ * then its JSON result as the last line. `onStdout(text, out, child)` sees each piece of its output (and
+ * all of it so far); the promise resolves the result merged with `extra()`, and rejects when the client
+ * exits without one or takes longer than `timeoutMs` (`what` names it in the error).
  */
-export const runHold = ({ script, spec, onOpen, timeoutMs }) =>
+const runClient = ({ script, spec, what, timeoutMs, onStdout, extra }) =>
   new Promise((resolve, reject) => {
     const child = track(
       spawnChild(process.execPath, [script, JSON.stringify(spec)], { stdio: ["pipe", "pipe", "pipe"] }),
     )
     let out = ""
     let err = ""
-    let sample = null
-    let sampled = false
     const timer = setTimeout(() => {
       child.kill("SIGKILL")
-      reject(new Error(`open-streams client did not finish within ${timeoutMs} ms`))
+      reject(new Error(`${what} did not finish within ${timeoutMs} ms`))
     }, timeoutMs)
+    child.stdin.on("error", () => {})
     child.stdout.setEncoding("utf8")
     child.stdout.on("data", (text) => {
       out += text
-      const match = sampled ? null : /phase open (\d+)\n/.exec(out)
-      if (match !== null) {
-        sampled = true
-        Promise.resolve()
-          .then(() => onOpen(Number(match[1])))
-          .then(
-            (value) => (sample = value),
-            () => {},
-          )
-          .finally(() => child.stdin.end("close\n"))
-      }
+      onStdout(text, out, child)
     })
-    child.stdin.on("error", () => {})
     child.stderr.setEncoding("utf8")
     child.stderr.on("data", (text) => (err += text))
     child.once("exit", (code) => {
       clearTimeout(timer)
       const last = out.trim().split("\n").at(-1) ?? ""
       try {
-        resolve({ ...JSON.parse(last), sample })
+        resolve({ ...JSON.parse(last), ...extra() })
       } catch {
-        reject(new Error(`open-streams client exited (${code}) without a result:\n${err.slice(-2000)}`))
+        reject(new Error(`${what} exited (${code}) without a result:\n${err.slice(-2000)}`))
       }
     })
   })
+
+/**
+ * Runs one open-streams client (`bench/hold.mjs`) with `spec`. When it says all its streams are open
+ * (`phase open N`), calls `onOpen(N)` (which samples what it wants; it may return a promise), then tells it
+ * to close them. Resolves the client's JSON result plus `sample` (what `onOpen` returned); rejects when it
+ * exits without one or takes longer than `timeoutMs`.
+ */
+export const runHold = ({ script, spec, onOpen, timeoutMs }) => {
+  let sample = null
+  let sampled = false
+  return runClient({
+    script,
+    spec,
+    what: "open-streams client",
+    timeoutMs,
+    onStdout: (_text, out, child) => {
+      const match = sampled ? null : /phase open (\d+)\n/.exec(out)
+      if (match === null) return
+      sampled = true
+      Promise.resolve()
+        .then(() => onOpen(Number(match[1])))
+        .then(
+          (value) => (sample = value),
+          () => {},
+        )
+        .finally(() => child.stdin.end("close\n"))
+    },
+    extra: () => ({ sample }),
+  })
+}
 
 /**
  * Runs one load generator process (`bench/load.mjs`) with `spec`. Samples `cpuOf()` (CPU ms of the
@@ -237,24 +255,17 @@ export const runHold = ({ script, spec, onOpen, timeoutMs }) =>
  * `extraCpuMs` (null without `extraCpuOf`); rejects when it exits without one or takes longer than
  * `timeoutMs`.
  */
-export const runLoad = ({ script, spec, cpuOf, extraCpuOf = () => null, timeoutMs }) =>
-  new Promise((resolve, reject) => {
-    const child = track(
-      spawnChild(process.execPath, [script, JSON.stringify(spec)], { stdio: ["pipe", "pipe", "pipe"] }),
-    )
-    let out = ""
-    let err = ""
-    let cpuStart = null
-    let cpuMs = null
-    let extraStart = null
-    let extraCpuMs = null
-    const timer = setTimeout(() => {
-      child.kill("SIGKILL")
-      reject(new Error(`load generator did not finish within ${timeoutMs} ms`))
-    }, timeoutMs)
-    child.stdout.setEncoding("utf8")
-    child.stdout.on("data", (text) => {
-      out += text
+export const runLoad = ({ script, spec, cpuOf, extraCpuOf = () => null, timeoutMs }) => {
+  let cpuStart = null
+  let cpuMs = null
+  let extraStart = null
+  let extraCpuMs = null
+  return runClient({
+    script,
+    spec,
+    what: "load generator",
+    timeoutMs,
+    onStdout: (text) => {
       if (text.includes("phase measure-start")) {
         cpuStart = cpuOf()
         extraStart = extraCpuOf()
@@ -265,16 +276,7 @@ export const runLoad = ({ script, spec, cpuOf, extraCpuOf = () => null, timeoutM
         cpuMs = end === null || cpuStart === null ? null : end - cpuStart
         extraCpuMs = extraEnd === null || extraStart === null ? null : extraEnd - extraStart
       }
-    })
-    child.stderr.setEncoding("utf8")
-    child.stderr.on("data", (text) => (err += text))
-    child.once("exit", (code) => {
-      clearTimeout(timer)
-      const last = out.trim().split("\n").at(-1) ?? ""
-      try {
-        resolve({ ...JSON.parse(last), cpuMs, extraCpuMs })
-      } catch {
-        reject(new Error(`load generator exited (${code}) without a result:\n${err.slice(-2000)}`))
-      }
-    })
+    },
+    extra: () => ({ cpuMs, extraCpuMs }),
   })
+}

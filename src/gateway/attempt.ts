@@ -6,7 +6,12 @@ import type { StreamMeter } from "../meter/stream.js"
 import type { ProviderClient } from "../providers/ProviderClient.js"
 import type { Breakers, Outcome, Permit } from "../reliability/Breakers.js"
 import type { Deadline, Deadlines, TimeoutKind } from "../reliability/Deadlines.js"
-import { UpstreamCall, type UpstreamError, type UpstreamRequest } from "../providers/transport.js"
+import {
+  isConnectTimeout,
+  UpstreamCall,
+  type UpstreamError,
+  type UpstreamRequest,
+} from "../providers/transport.js"
 
 /** Largest stream prelude held back while waiting for the first content, bytes (ADR 0007). */
 export const MAX_PRELUDE_BYTES = 64 * 1024
@@ -58,7 +63,7 @@ const isEventStream = (contentType: string | Array<string> | undefined): boolean
   typeof contentType === "string" && contentType.startsWith("text/event-stream")
 
 const failureOf = (error: UpstreamError): AttemptFailed =>
-  error.code === "UND_ERR_CONNECT_TIMEOUT"
+  isConnectTimeout(error)
     ? new AttemptFailed({ reason: "connect_timeout", detail: "connect timeout" })
     : new AttemptFailed({ reason: "connection_failed", detail: error.code ?? error.message })
 

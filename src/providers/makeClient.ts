@@ -42,46 +42,44 @@ export const makeClient = Effect.fn("ProviderClient.make")(function* (options: P
     name,
     dispatch: (upstream, handler, ms) => dispatchUpstream(pools(ms), upstream, handler),
   } satisfies Partial<Client>
+  /** A provider reached at its own host, with no region: every endpoint served. */
+  const hosted = (
+    kind: "anthropic" | "openai" | "ollama",
+    api: Client["api"],
+    build: Client["build"],
+  ): Client => ({
+    ...common,
+    kind,
+    api,
+    region: "",
+    serves: servesAll,
+    build,
+  })
   let client: Client
   switch (options.kind) {
-    case "anthropic": {
-      const baseUrl = baseUrlOf(options.baseUrl, DEFAULT_BASE_URL.anthropic)
-      const apiKey = yield* credential(name, "apiKey", options.apiKey)
-      client = {
-        ...common,
-        kind: "anthropic",
-        api: "anthropic",
-        region: "",
-        serves: servesAll,
-        build: buildAnthropic(baseUrl, apiKey),
-      }
+    case "anthropic":
+      client = hosted(
+        "anthropic",
+        "anthropic",
+        buildAnthropic(
+          baseUrlOf(options.baseUrl, DEFAULT_BASE_URL.anthropic),
+          yield* credential(name, "apiKey", options.apiKey),
+        ),
+      )
       break
-    }
-    case "openai": {
-      const baseUrl = baseUrlOf(options.baseUrl, DEFAULT_BASE_URL.openai)
-      const apiKey = yield* credential(name, "apiKey", options.apiKey)
-      client = {
-        ...common,
-        kind: "openai",
-        api: "openai",
-        region: "",
-        serves: servesAll,
-        build: buildOpenAI(baseUrl, apiKey),
-      }
+    case "openai":
+      client = hosted(
+        "openai",
+        "openai",
+        buildOpenAI(
+          baseUrlOf(options.baseUrl, DEFAULT_BASE_URL.openai),
+          yield* credential(name, "apiKey", options.apiKey),
+        ),
+      )
       break
-    }
-    case "ollama": {
-      const baseUrl = baseUrlOf(options.baseUrl, DEFAULT_BASE_URL.ollama)
-      client = {
-        ...common,
-        kind: "ollama",
-        api: "openai",
-        region: "",
-        serves: servesAll,
-        build: buildOllama(baseUrl),
-      }
+    case "ollama":
+      client = hosted("ollama", "openai", buildOllama(baseUrlOf(options.baseUrl, DEFAULT_BASE_URL.ollama)))
       break
-    }
     case "vertex": {
       const { project, region } = options
       const baseUrl = baseUrlOf(options.baseUrl, vertexBaseUrl(region))

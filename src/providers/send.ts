@@ -13,7 +13,7 @@ import { estimateInputTokens } from "../domain/estimate.js"
 import { makeBodyUsage, type BodyUsage, type UsageBasis } from "./bodyUsage.js"
 import type { ProviderClient, ProviderResponse, SendRequest } from "./ProviderClient.js"
 import { ProviderError } from "./ProviderError.js"
-import { UpstreamCall, type BodyReader, type UpstreamError } from "./transport.js"
+import { isConnectTimeout, UpstreamCall, type BodyReader, type UpstreamError } from "./transport.js"
 
 type Client = Omit<ProviderClient["Service"], "send">
 
@@ -105,7 +105,7 @@ const prepare = (client: Client, request: SendRequest): Prepared | ProviderError
 }
 
 const failureOf = (provider: string, error: UpstreamError): ProviderError =>
-  error.code === "UND_ERR_CONNECT_TIMEOUT"
+  isConnectTimeout(error)
     ? new ProviderError({
         reason: "ConnectTimeout",
         provider,

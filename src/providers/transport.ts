@@ -66,6 +66,9 @@ export const dispatchUpstream = (
 /** An error undici reports for an upstream request (connect failure, reset, …), with its code. */
 export type UpstreamError = Error & { readonly code?: string }
 
+/** The failure is the connect timeout running out (every other failure before the head is a failed connection). */
+export const isConnectTimeout = (error: UpstreamError): boolean => error.code === "UND_ERR_CONNECT_TIMEOUT"
+
 /** What reads an upstream body: the attempt's prelude reader, then the relay; or `send`'s body stream. */
 export interface BodyReader {
   readonly onData: (chunk: Buffer) => void
