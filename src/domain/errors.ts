@@ -1,5 +1,5 @@
 import { Schema } from "effect"
-import type { ApiFormat } from "./endpoint.js"
+import type { ApiFormat, Endpoint } from "./endpoint.js"
 
 /**
  * The errors that Tollgate itself answers with. Each carries what the
@@ -21,6 +21,11 @@ export class RouteNotAllowed extends Schema.TaggedError<RouteNotAllowed>()("Rout
 }
 
 export class RouteNotFound extends Schema.TaggedError<RouteNotFound>()("RouteNotFound", {
+  message: Schema.String,
+}) {}
+
+/** A path that no endpoint serves (not an unknown model: no `model_not_found` code). */
+export class EndpointNotFound extends Schema.TaggedError<EndpointNotFound>()("EndpointNotFound", {
   message: Schema.String,
 }) {}
 
@@ -71,6 +76,7 @@ export type GatewayError =
   | Unauthenticated
   | RouteNotAllowed
   | RouteNotFound
+  | EndpointNotFound
   | InvalidRequest
   | BodyTooLarge
   | Draining
@@ -134,6 +140,13 @@ export const ERRORS: { readonly [Tag in GatewayError["_tag"]]: ErrorRow } = {
     openai: "not_found_error",
     openaiCode: "model_not_found",
     record: "route_not_found",
+  },
+  EndpointNotFound: {
+    status: 404,
+    anthropic: "not_found_error",
+    openai: "not_found_error",
+    openaiCode: null,
+    record: "endpoint_not_found",
   },
   InvalidRequest: {
     status: 400,
@@ -240,8 +253,20 @@ export const renderError = (api: ApiFormat, error: GatewayError): ErrorResponse 
   return { status: row.status, headers, body }
 }
 
-/** The SSE event that ends a stream which failed after its first byte (SPEC "HTTP API"). */
-export const streamErrorEvent = (api: ApiFormat, type: string, message: string): string =>
-  api === "anthropic"
-    ? `event: error\ndata: ${JSON.stringify({ type: "error", error: { type, message } })}\n\n`
-    : `data: ${JSON.stringify({ error: { type, message, code: null } })}\n\n`
+/**
+ * The SSE event that ends a stream which failed after its first byte, in the
+ * format of the client's endpoint (SPEC "HTTP API", "More of the providers'
+ * APIs"): Anthropic `event: error`; Chat Completions `data: {"error":…}`;
+ * Responses `event: error` with `code`.
+ */
+export const streamErrorEvent = (endpoint: Endpoint, type: string, message: string): string => {
+  switch (endpoint) {
+    case "/v1/chat/completions":
+    case "/v1/embeddings":
+      return `data: ${JSON.stringify({ error: { type, message, code: null } })}\n\n`
+    case "/v1/responses":
+      return `event: error\ndata: ${JSON.stringify({ type: "error", code: type, message })}\n\n`
+    default:
+      return `event: error\ndata: ${JSON.stringify({ type: "error", error: { type, message } })}\n\n`
+  }
+}

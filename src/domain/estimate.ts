@@ -41,11 +41,41 @@ const messageBytes = (message: unknown): number => {
   return total
 }
 
-/** Estimated input tokens of a request body (Anthropic or OpenAI format): ceil(text bytes / 4). */
+/** Bytes that stand for one token of a token-id input (embeddings accept token ids). */
+const TOKEN_BYTES = 4
+
+/**
+ * Text bytes of one Responses input item (a message, a function call or its
+ * output) or one embeddings input (a string, a token id, an array of ids).
+ */
+const inputItemBytes = (item: unknown): number => {
+  if (typeof item === "string") return bytes(item)
+  if (typeof item === "number") return TOKEN_BYTES
+  if (Array.isArray(item)) return item.length * TOKEN_BYTES
+  if (typeof item !== "object" || item === null) return 0
+  const i = item as Record<string, unknown>
+  let total = contentBytes(i["content"])
+  for (const field of ["name", "arguments", "output"]) {
+    const value = i[field]
+    if (typeof value === "string") total += bytes(value)
+  }
+  return total
+}
+
+/**
+ * Estimated input tokens of a request body — Anthropic Messages, Chat
+ * Completions, Responses (`instructions`, `input`) or embeddings (`input`):
+ * ceil(text bytes / 4).
+ */
 export const estimateInputTokens = (body: Readonly<Record<string, unknown>>): number => {
   let total = contentBytes(body["system"])
   const messages = body["messages"]
   if (Array.isArray(messages)) for (const message of messages) total += messageBytes(message)
+  const instructions = body["instructions"]
+  if (typeof instructions === "string") total += bytes(instructions)
+  const input = body["input"]
+  if (Array.isArray(input)) for (const item of input) total += inputItemBytes(item)
+  else total += inputItemBytes(input)
   total += json(body["tools"]) + json(body["functions"])
   return Math.ceil(total / 4)
 }

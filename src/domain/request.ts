@@ -13,7 +13,11 @@ export interface ParsedRequest {
   /** The route name. */
   readonly model: string
   readonly stream: boolean
-  /** `max_tokens` (OpenAI: `max_completion_tokens`, else `max_tokens`) when it is a positive integer. */
+  /**
+   * The output limit when it is a positive integer: `max_tokens` (Chat
+   * Completions: `max_completion_tokens`, else `max_tokens`; Responses:
+   * `max_output_tokens`); none for embeddings.
+   */
   readonly maxTokens: number | undefined
   /** Client headers forwarded upstream (lower-case names; only the ones SPEC lists). */
   readonly anthropicVersion: string | undefined
@@ -21,6 +25,8 @@ export interface ParsedRequest {
   readonly accept: string | undefined
   /** The client's `stream_options` when it is an object (OpenAI streams keep its other options). */
   readonly streamOptions: Readonly<Record<string, unknown>> | undefined
+  /** Responses: `previous_response_id` when it is a non-empty string (the request goes to the provider that made it). */
+  readonly previousResponseId: string | undefined
   /** The body has an `anthropic_version` member (Vertex keeps the client's). */
   readonly hasAnthropicVersion: boolean
   /** `x-fake-scenario`, passed through so the fake provider's per-request scenarios work through Tollgate (ADR 0002). */
@@ -36,6 +42,23 @@ export interface Parsed {
 
 const positiveInt = (value: unknown): number | undefined =>
   typeof value === "number" && Number.isSafeInteger(value) && value > 0 ? value : undefined
+
+const maxTokensOf = (endpoint: Endpoint, body: Readonly<Record<string, unknown>>): number | undefined => {
+  switch (endpoint) {
+    case "/v1/chat/completions":
+      return positiveInt(body["max_completion_tokens"]) ?? positiveInt(body["max_tokens"])
+    case "/v1/responses":
+      return positiveInt(body["max_output_tokens"])
+    case "/v1/embeddings":
+      return undefined
+    default:
+      return positiveInt(body["max_tokens"])
+  }
+}
+
+/** The client asked for the usage chunk of a Chat Completions stream (`stream_options.include_usage: true`). */
+export const includesUsage = (request: ParsedRequest): boolean =>
+  request.streamOptions?.["include_usage"] === true
 
 /**
  * The request Tollgate sends on, from its bytes, its top-level JSON object
@@ -55,17 +78,21 @@ export const readRequest = (
     endpoint,
     raw,
     model,
-    stream: body["stream"] === true && endpoint !== "/v1/messages/count_tokens",
-    maxTokens:
-      endpoint === "/v1/chat/completions"
-        ? (positiveInt(body["max_completion_tokens"]) ?? positiveInt(body["max_tokens"]))
-        : positiveInt(body["max_tokens"]),
+    stream:
+      body["stream"] === true && endpoint !== "/v1/messages/count_tokens" && endpoint !== "/v1/embeddings",
+    maxTokens: maxTokensOf(endpoint, body),
     anthropicVersion: header("anthropic-version"),
     anthropicBeta: header("anthropic-beta"),
     accept: header("accept"),
     streamOptions:
       typeof streamOptions === "object" && streamOptions !== null && !Array.isArray(streamOptions)
         ? (streamOptions as Record<string, unknown>)
+        : undefined,
+    previousResponseId:
+      endpoint === "/v1/responses" &&
+      typeof body["previous_response_id"] === "string" &&
+      body["previous_response_id"] !== ""
+        ? body["previous_response_id"]
         : undefined,
     hasAnthropicVersion: body["anthropic_version"] !== undefined,
     fakeScenario: header("x-fake-scenario"),

@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from "node:http"
-import type { ApiFormat, PriceEntry, RouteConfig, TargetConfig, TollgateConfig } from "../config/model.js"
+import type { PriceEntry, RouteConfig, TargetConfig, TollgateConfig } from "../config/model.js"
 import { priceFor } from "../config/pricing.js"
 import { estimateInputTokens } from "../domain/estimate.js"
 import { deriveSessionId, isValidSessionId } from "../limits/session.js"
@@ -29,6 +29,8 @@ export interface Plan {
   readonly inputEstimate: number
   /** Output tokens reserved: the smaller of max_tokens and reservation.output_tokens (ADR 0018). */
   readonly reservedOutput: number
+  /** Most output tokens the request may generate: `max_tokens` or its equivalent, 0 for embeddings; undefined: unbounded. */
+  readonly maxOutput: number | undefined
   /** Prices of the route's targets (unpriced targets left out): the reservation and the overspend bound use the highest. */
   readonly routePrices: ReadonlyArray<PriceEntry>
 }
@@ -36,14 +38,13 @@ export interface Plan {
 /**
  * The admission plan: the session (explicit header, else derived), the
  * token cost (input estimate + reserved output; 0 for count_tokens, which
- * only counts against the request limit), and the reservation — the
+ * only counts against the request limit; embeddings reserve no output), and the reservation — the
  * highest estimated cost among the route's targets (reliability.md
  * "Budgets and timeouts").
  */
 export const planAdmission = (
   config: TollgateConfig,
   price: (target: TargetConfig) => PriceEntry | undefined,
-  api: ApiFormat,
   tenant: string,
   request: ParsedRequest,
   json: Readonly<Record<string, unknown>>,
@@ -60,16 +61,25 @@ export const planAdmission = (
     }
     sessionId = explicit
   } else if (config.sessions.derive) {
-    sessionId = deriveSessionId(api, tenant, json)
+    sessionId = deriveSessionId(request.endpoint, tenant, json)
   }
   if (request.endpoint === "/v1/messages/count_tokens") {
-    return { tokenCost: 0, reserve: 0, sessionId, inputEstimate: 0, reservedOutput: 0, routePrices: [] }
+    return {
+      tokenCost: 0,
+      reserve: 0,
+      sessionId,
+      inputEstimate: 0,
+      reservedOutput: 0,
+      maxOutput: 0,
+      routePrices: [],
+    }
   }
   const inputEstimate = estimateInputTokens(json)
-  const reservedOutput = Math.min(
-    request.maxTokens ?? config.reservation.outputTokens,
-    config.reservation.outputTokens,
-  )
+  // Embeddings generate no output tokens.
+  const reservedOutput =
+    request.endpoint === "/v1/embeddings"
+      ? 0
+      : Math.min(request.maxTokens ?? config.reservation.outputTokens, config.reservation.outputTokens)
   const estimate = {
     inputTokens: inputEstimate,
     outputTokens: reservedOutput,
@@ -90,6 +100,7 @@ export const planAdmission = (
     sessionId,
     inputEstimate,
     reservedOutput,
+    maxOutput: request.endpoint === "/v1/embeddings" ? 0 : request.maxTokens,
     routePrices,
   }
 }
@@ -109,7 +120,8 @@ export const targetEstimate = (plan: Plan, price: PriceEntry | undefined): numbe
       )
 
 /** The output part of the seed's worst-case overspend of one request, micro-USD × 1,000,000; undefined when unbounded. */
-export const overspendExcess = (plan: Plan, maxTokens: number | undefined): number | undefined => {
+export const overspendExcess = (plan: Plan): number | undefined => {
+  const maxTokens = plan.maxOutput
   if (maxTokens === undefined) return undefined
   let price = 0
   // The reservation was made at the most expensive target; so is the bound.

@@ -1,6 +1,7 @@
 import { Data, Effect } from "effect"
 import type { Scope } from "effect"
 import type { TimeoutsConfig } from "../config/model.js"
+import type { Endpoint } from "../domain/endpoint.js"
 import type { Meter } from "../meter/Meter.js"
 import type { StreamMeter } from "../meter/stream.js"
 import type { ProviderClient } from "../providers/ProviderClient.js"
@@ -25,6 +26,8 @@ export const MAX_PRELUDE_BYTES = 64 * 1024
  * the end of the stream (ADR 0007).
  */
 export interface AttemptResponse {
+  /** The API endpoint the attempt called: how its body reads. */
+  readonly endpoint: Endpoint
   /** The upstream request, with the response's status and headers; its body is read by attaching a reader. */
   readonly call: UpstreamCall
   /** Chunks read before the commit, not yet written to the client. */
@@ -174,7 +177,7 @@ const awaitHead = (
     const onHead = (call: UpstreamCall) => {
       const status = call.status
       if (status < 200 || status >= 300) return respond()
-      if (isEventStream(call.headers["content-type"])) meter = meters.stream(client.api)
+      if (isEventStream(call.headers["content-type"])) meter = meters.stream(upstream.endpoint)
       call.attach(prelude)
     }
     // What arrives until the relay attaches is queued (up to 32 KiB): a body that ends meanwhile leaves the
@@ -183,7 +186,7 @@ const awaitHead = (
       call.detach()
       deadline.firstByteBy = Infinity
       deadline.lastActivity = deadlines.now()
-      const response: AttemptResponse = { call, pending, meter, deadline }
+      const response: AttemptResponse = { endpoint: upstream.endpoint, call, pending, meter, deadline }
       // Held before the fiber resumes: from here on the attempt's scope closes it.
       hold.response = response
       settle(response)

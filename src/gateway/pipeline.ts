@@ -15,6 +15,7 @@ import {
 } from "../domain/errors.js"
 import type { ParsedRequest } from "../domain/request.js"
 import type { Limits } from "../limits/Limits.js"
+import type { ResponseOwner } from "../limits/Store.js"
 import type { Meter } from "../meter/Meter.js"
 import type { UsageLog } from "../meter/UsageLog.js"
 import { logRequest, writeRequestLine } from "../ops/logger.js"
@@ -81,7 +82,7 @@ export const makePipeline = (deps: PipelineDeps) => {
     if (allowed !== "*" && !allowed.includes(route.name)) return new RouteNotAllowed({ route: route.name })
     if (route.api !== info.api) {
       return new InvalidRequest({
-        message: `model "${route.name}" speaks the ${route.api} API; send it to ${route.api === "anthropic" ? "/v1/messages" : "/v1/chat/completions"}`,
+        message: `model "${route.name}" speaks the ${route.api} API; send it to ${route.api === "anthropic" ? "/v1/messages" : "/v1/chat/completions, /v1/responses or /v1/embeddings"}`,
       })
     }
     return route
@@ -101,7 +102,6 @@ export const makePipeline = (deps: PipelineDeps) => {
     const p = planAdmission(
       config,
       price,
-      info.api,
       info.principal.tenant.name,
       request,
       parsed.json,
@@ -137,7 +137,7 @@ export const makePipeline = (deps: PipelineDeps) => {
         (admission) => {
           progress.admission = admission
           if (info.endpoint !== "/v1/messages/count_tokens") {
-            openRequests.admitted(tenant.name, overspendExcess(p, request.maxTokens))
+            openRequests.admitted(tenant.name, overspendExcess(p))
           }
         },
       ),
@@ -153,11 +153,42 @@ export const makePipeline = (deps: PipelineDeps) => {
       }
       route = { ...route, targets: [direct] }
     }
+    if (request.previousResponseId !== undefined) {
+      const owner = yield* limits.responseOwner(request.previousResponseId)
+      if (owner !== undefined) route = yield* ownersTargets(route, tenant.name, owner)
+    }
     const chosen = yield* attempts(progress.tally, request, route)
     const relayed = yield* serve(info, progress, chosen, res)
     chosen.hold.report(relayed.outcome)
     return relayed
   })
+
+  /**
+   * A request that continues a Responses response goes only to the provider
+   * that made it (ADR 0045); another tenant's response is refused.
+   */
+  const ownersTargets = (
+    route: RouteConfig,
+    tenant: string,
+    owner: ResponseOwner,
+  ): Effect.Effect<RouteConfig, InvalidRequest> => {
+    if (owner.tenant !== tenant) {
+      return Effect.fail(
+        new InvalidRequest({
+          message: "previous_response_id: no response with this id was made for this tenant",
+        }),
+      )
+    }
+    const targets = route.targets.filter((t) => t.provider === owner.provider)
+    if (targets.length === 0) {
+      return Effect.fail(
+        new InvalidRequest({
+          message: `previous_response_id: the response was made by provider "${owner.provider}", which is not a target of model "${route.name}"`,
+        }),
+      )
+    }
+    return Effect.succeed(targets.length === route.targets.length ? route : { ...route, targets })
+  }
 
   /** A stream still open when the drain's grace ran out gets the error event; any other response is cut. */
   const endForShutdown = (info: RequestInfo, progress: Progress) => (res: ServerResponse) => {
@@ -165,7 +196,11 @@ export const makePipeline = (deps: PipelineDeps) => {
     const committed = progress.committed
     if (committed?.eventStream === true) {
       res.end(
-        streamErrorEvent(info.api, "overloaded_error", "Tollgate is shutting down; the stream was ended"),
+        streamErrorEvent(
+          info.endpoint,
+          "overloaded_error",
+          "Tollgate is shutting down; the stream was ended",
+        ),
       )
     } else if (committed !== undefined) res.destroy()
     else writeError(res, renderError(info.api, new Draining()), { info, progress })
@@ -226,7 +261,7 @@ export const makePipeline = (deps: PipelineDeps) => {
         end: committed.eventStream
           ? (r) => {
               if (!r.writableEnded && !r.destroyed)
-                r.end(streamErrorEvent(info.api, "api_error", "internal error"))
+                r.end(streamErrorEvent(info.endpoint, "api_error", "internal error"))
             }
           : destroy,
         defect,
@@ -296,10 +331,7 @@ export const makePipeline = (deps: PipelineDeps) => {
             )
       if (admission === undefined) return logged
       if (info.endpoint !== "/v1/messages/count_tokens") {
-        openRequests.done(
-          info.principal.tenant.name,
-          overspendExcess(progress.plan!, progress.request?.maxTokens),
-        )
+        openRequests.done(info.principal.tenant.name, overspendExcess(progress.plan!))
       }
       // Even a defect in the store call cannot cost the record or the end of the response.
       return Effect.ensuring(limits.settle(admission, cost, settledTokens(progress, end)), logged)

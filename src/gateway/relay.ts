@@ -27,6 +27,17 @@ export const PAUSE = "pause"
  */
 export type Observer = (chunk: Buffer) => string | undefined
 
+/**
+ * Rewrites the upstream's bytes for the client (a filtered or translated
+ * stream): `push` gets each upstream chunk after the observer saw it and
+ * returns what to write (undefined: nothing yet); `end` returns what is
+ * left once the upstream ended. Plain functions: they run per chunk.
+ */
+export interface ChunkTransform {
+  push(chunk: Buffer): Buffer | undefined
+  end(): Buffer | undefined
+}
+
 const endOfTimeout = (kind: TimeoutKind): RelayEnd =>
   kind === "client_write" ? { _tag: "ClientStalled" } : { _tag: "UpstreamFailed", reason: `${kind}_timeout` }
 
@@ -52,6 +63,7 @@ export const relay = (
   res: ServerResponse,
   observe: Observer,
   holdLast = false,
+  transform?: ChunkTransform,
 ): Effect.Effect<RelayEnd> =>
   Effect.callback<RelayEnd>((resume) => {
     const { call, deadline } = response
@@ -70,13 +82,15 @@ export const relay = (
       if (stop(close)) resume(Effect.succeed(end))
     }
     const write = (arrived: Buffer, observed: boolean): boolean => {
-      let chunk: Buffer | undefined = arrived
-      if (holdLast) {
-        chunk = held
-        held = arrived
+      const reason = observed ? undefined : observe(arrived)
+      let chunk: Buffer | undefined = transform === undefined ? arrived : transform.push(arrived)
+      if (holdLast && chunk !== undefined) {
+        const previous = held
+        held = chunk
+        chunk = previous
       }
       const more = chunk === undefined || res.write(chunk)
-      return written(more, observed ? undefined : observe(arrived))
+      return written(more, reason)
     }
     /**
      * Several chunks that are all here (what queued while nobody read):
@@ -98,7 +112,15 @@ export const relay = (
         }
       }
       let parts = taken === chunks.length ? chunks : chunks.slice(0, taken)
-      if (holdLast) {
+      if (transform !== undefined) {
+        const out: Array<Buffer> = []
+        for (const part of parts) {
+          const rewritten = transform.push(part)
+          if (rewritten !== undefined) out.push(rewritten)
+        }
+        parts = out
+      }
+      if (holdLast && parts.length > 0) {
         const last = parts[parts.length - 1]!
         parts = held === undefined ? parts.slice(0, -1) : [held, ...parts.slice(0, -1)]
         held = last
@@ -133,7 +155,14 @@ export const relay = (
       }
       return true
     }
-    const complete = (): RelayEnd => (held === undefined ? COMPLETE : { _tag: "Complete", last: held })
+    const complete = (): RelayEnd => {
+      const rest = transform?.end()
+      if (rest !== undefined) {
+        if (!holdLast) res.write(rest)
+        else held = held === undefined ? rest : Buffer.concat([held, rest])
+      }
+      return held === undefined ? COMPLETE : { _tag: "Complete", last: held }
+    }
     const reader: BodyReader = {
       onData: (chunk) => {
         deadline.lastActivity = deadlines.now()

@@ -1,6 +1,7 @@
 import { Effect } from "effect"
 import type { ServerResponse } from "node:http"
 import { streamErrorEvent } from "../domain/errors.js"
+import { includesUsage } from "../domain/request.js"
 import type { Admission, Limits } from "../limits/Limits.js"
 import { costMicroUsd } from "../meter/cost.js"
 import type { StreamMeter } from "../meter/stream.js"
@@ -16,6 +17,7 @@ import type { JsonCollector } from "../meter/json.js"
 import type { Meter } from "../meter/Meter.js"
 import { PAUSE, relay, type Observer, type RelayEnd } from "./relay.js"
 import { relayHeaders } from "./respond.js"
+import { makeUsageChunkFilter } from "./usageChunk.js"
 import type { Committed, Progress, RequestInfo } from "./stages.js"
 
 const noObserver: Observer = () => undefined
@@ -100,13 +102,18 @@ export interface ServeDeps {
  */
 export const makeServe = (deps: ServeDeps) => {
   const { deadlines, limits, telemetry } = deps
+  /** Which provider made a Responses response, for a later `previous_response_id` (ADR 0045). */
+  const remember = (info: RequestInfo, target: Chosen["target"], id: string) =>
+    info.endpoint === "/v1/responses"
+      ? limits.rememberResponse(id, { tenant: info.principal.tenant.name, provider: target.provider })
+      : Effect.void
   return Effect.fnUntraced(function* (
     info: RequestInfo,
     progress: Progress,
     chosen: Chosen,
     res: ServerResponse,
   ) {
-    const { response, target, client } = chosen
+    const { response, target } = chosen
     const { status, headers } = response.call
     const ok = status >= 200 && status < 300
     const price = deps.price(target)
@@ -147,7 +154,23 @@ export const makeServe = (deps: ServeDeps) => {
     progress.committed = committed
     res.writeHead(status, relayHeaders(info, progress, headers, committedMs, meter !== undefined))
     if (meter !== undefined) telemetry.streamOpened()
-    let end: RelayEnd | Cutoff = yield* relay(deadlines, response, res, observe, meter === undefined)
+    const request = progress.request!
+    // A usage chunk the client did not ask for is metered, not relayed.
+    const transform =
+      ok && meter !== undefined && response.endpoint === "/v1/chat/completions" && !includesUsage(request)
+        ? makeUsageChunkFilter()
+        : undefined
+    // A stream's response id is known from its first event: remembered before the client can ask about it.
+    let responseId = meter?.responseId
+    if (ok && responseId !== undefined) yield* remember(info, target, responseId)
+    let end: RelayEnd | Cutoff = yield* relay(
+      deadlines,
+      response,
+      res,
+      observe,
+      meter === undefined,
+      transform,
+    )
     let error = committed.error
     while (end._tag === "Paused" && cutoff !== undefined) {
       const extended = yield* limits.extend(admission, Math.max(cutoff.needed(), committed.targetEstimate, 1))
@@ -158,13 +181,17 @@ export const makeServe = (deps: ServeDeps) => {
         end = { _tag: "Cutoff" }
         break
       }
-      end = yield* relay(deadlines, response, res, observe)
+      end = yield* relay(deadlines, response, res, observe, false, transform)
     }
     if (meter !== undefined) {
       meter.end()
       if (meter.inbandError !== undefined) error = `upstream_error: ${meter.inbandError.type}`
     } else if (json !== undefined && end._tag === "Complete") {
-      json.foldInto(client.api, committed.usage)
+      const id = json.foldInto(response.endpoint, committed.usage)
+      if (responseId === undefined && id !== undefined && info.endpoint === "/v1/responses") {
+        responseId = id
+        yield* remember(info, target, id)
+      }
     }
     let outcome: Outcome = "success"
     // A slow client or a budget cutoff is nobody's failure upstream.
@@ -191,7 +218,7 @@ export const makeServe = (deps: ServeDeps) => {
       if (error === "budget_exceeded") {
         res.write(
           streamErrorEvent(
-            client.api,
+            info.endpoint,
             "budget_exceeded",
             "the budget has no money left to continue this stream",
           ),
@@ -199,13 +226,13 @@ export const makeServe = (deps: ServeDeps) => {
       } else if (error === "store_unavailable") {
         res.write(
           streamErrorEvent(
-            client.api,
+            info.endpoint,
             "overloaded_error",
             "the limit store is unavailable; the stream was stopped to protect a hard budget",
           ),
         )
       } else if (meter.inbandError === undefined) {
-        res.write(streamErrorEvent(client.api, "api_error", `upstream stream failed: ${error}`))
+        res.write(streamErrorEvent(info.endpoint, "api_error", `upstream stream failed: ${error}`))
       }
       return { outcome, incomplete: true, error, usageEstimated: false, end: "end" } satisfies Relayed
     }

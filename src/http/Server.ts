@@ -32,6 +32,8 @@ const proxyEndpoint = (method: string | undefined, url: string | undefined): End
     case "/v1/messages":
     case "/v1/messages/count_tokens":
     case "/v1/chat/completions":
+    case "/v1/responses":
+    case "/v1/embeddings":
       return path
     default:
       return undefined

@@ -2,7 +2,8 @@ import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { Effect } from "effect"
 import type { TollgateConfig } from "../config/model.js"
 import { makeAuthenticator } from "../gateway/auth.js"
-import { RouteNotFound, Unauthenticated } from "../domain/errors.js"
+import { pathApi, type ApiFormat } from "../domain/endpoint.js"
+import { EndpointNotFound, RouteNotFound, Unauthenticated } from "../domain/errors.js"
 import { Metrics } from "../ops/Metrics.js"
 import { renderError } from "../domain/errors.js"
 
@@ -12,7 +13,7 @@ import { renderError } from "../domain/errors.js"
  * speed does not matter; ARCHITECTURE.md).
  */
 
-const errorResponse = (api: "anthropic" | "openai", error: Unauthenticated | RouteNotFound) => {
+const errorResponse = (api: ApiFormat, error: Unauthenticated | RouteNotFound | EndpointNotFound) => {
   const rendered = renderError(api, error)
   return HttpServerResponse.text(rendered.body, {
     status: rendered.status,
@@ -21,7 +22,18 @@ const errorResponse = (api: "anthropic" | "openai", error: Unauthenticated | Rou
   })
 }
 
-/** The routes a key may use, in the list format of the SDK that asks (`anthropic-version` present: Anthropic). */
+/** A route as one model, in the format of the SDK that asks. */
+const modelObject = (anthropic: boolean, id: string) =>
+  anthropic
+    ? { type: "model", id, display_name: id, created_at: "1970-01-01T00:00:00Z" }
+    : { id, object: "model", created: 0, owned_by: "tollgate" }
+
+/**
+ * The model endpoints: the routes a key may use (`GET /v1/models`) or one of
+ * them (`GET /v1/models/{route}`), in the format of the SDK that asks
+ * (`anthropic-version` present: Anthropic). A route the key may not use is
+ * not found, as it is absent from the list.
+ */
 const models = (config: TollgateConfig) => {
   const authenticate = makeAuthenticator(config)
   return Effect.gen(function* () {
@@ -36,24 +48,39 @@ const models = (config: TollgateConfig) => {
     }
     const allowed = principal.tenant.routes
     const names = [...config.routes.keys()].filter((name) => allowed === "*" || allowed.includes(name))
+    const one = routeOfPath(request.url)
+    if (one !== undefined) {
+      if (!names.includes(one)) {
+        return errorResponse(
+          anthropic ? "anthropic" : "openai",
+          new RouteNotFound({ message: `model "${one}" is not a route of this gateway` }),
+        )
+      }
+      return HttpServerResponse.jsonUnsafe(modelObject(anthropic, one))
+    }
     if (anthropic) {
       return HttpServerResponse.jsonUnsafe({
-        data: names.map((id) => ({
-          type: "model",
-          id,
-          display_name: id,
-          created_at: "1970-01-01T00:00:00Z",
-        })),
+        data: names.map((id) => modelObject(true, id)),
         has_more: false,
         first_id: names[0] ?? null,
         last_id: names[names.length - 1] ?? null,
       })
     }
-    return HttpServerResponse.jsonUnsafe({
-      object: "list",
-      data: names.map((id) => ({ id, object: "model", created: 0, owned_by: "tollgate" })),
-    })
+    return HttpServerResponse.jsonUnsafe({ object: "list", data: names.map((id) => modelObject(false, id)) })
   })
+}
+
+/** The route name of `/v1/models/{route}` (percent-decoded), or undefined for the list. */
+const routeOfPath = (url: string): string | undefined => {
+  const q = url.indexOf("?")
+  const path = q < 0 ? url : url.slice(0, q)
+  const prefix = "/v1/models/"
+  if (!path.startsWith(prefix) || path.length === prefix.length) return undefined
+  try {
+    return decodeURIComponent(path.slice(prefix.length))
+  } catch {
+    return path.slice(prefix.length)
+  }
 }
 
 /** The Prometheus exposition of this gateway (src/ops/Metrics.ts). */
@@ -85,10 +112,20 @@ export const makeRoutes = (
     ),
   ),
   HttpRouter.route("GET", "/v1/models", models(config)),
+  HttpRouter.route("GET", "/v1/models/:route", models(config)),
   HttpRouter.route("GET", "/metrics", metrics(metricsService)),
 ]
 
-/** What a path no route serves gets: 404 in the OpenAI error format. */
-export const notFound = Effect.succeed(
-  errorResponse("openai", new RouteNotFound({ message: "no such endpoint" })),
-)
+/**
+ * What a path no route serves gets: 404 `not_found_error` in the format of
+ * the API the path belongs to (`/v1/messages…` Anthropic, else OpenAI), with
+ * no `model_not_found` code (it is not an unknown model).
+ */
+export const notFound = Effect.map(HttpServerRequest.HttpServerRequest, (request) => {
+  const q = request.url.indexOf("?")
+  const path = q < 0 ? request.url : request.url.slice(0, q)
+  return errorResponse(
+    pathApi(path),
+    new EndpointNotFound({ message: `no such endpoint: ${request.method} ${path.slice(0, 200)}` }),
+  )
+})

@@ -4,7 +4,14 @@ import { BudgetExceeded, RateLimited, StoreUnavailable } from "../domain/errors.
 import { noopTelemetry, Telemetry, type TelemetryService } from "../ops/Telemetry.js"
 import { makeMemoryStore } from "./memoryStore.js"
 import { rateHeaders, retryAfterSeconds, type RateHeaders } from "./rateHeaders.js"
-import { Store, type Admitted, type BudgetCheck, type Refused, type StoreService } from "./Store.js"
+import {
+  Store,
+  type Admitted,
+  type BudgetCheck,
+  type Refused,
+  type ResponseOwner,
+  type StoreService,
+} from "./Store.js"
 
 /** After a store error, how long each copy uses only its local limits before it tries the store again, ms (ADR 0006). */
 export const LOCAL_ONLY_MS = 5_000
@@ -105,6 +112,14 @@ export class Limits extends Context.Service<
     readonly settle: (admission: Admission, cost: number, tokens: number) => Effect.Effect<void>
     /** Extends the reservation by `amount` if the hard budgets allow it. */
     readonly extend: (admission: Admission, amount: number) => Effect.Effect<ExtendResult>
+    /**
+     * Remembers who made a Responses response, in the store (so every copy
+     * agrees). Never fails: a store error is logged, and a later
+     * `previous_response_id` to it is routed as if unknown.
+     */
+    readonly rememberResponse: (id: string, owner: ResponseOwner) => Effect.Effect<void>
+    /** Who made response `id`; undefined when unknown, expired, or the store cannot say (logged). */
+    readonly responseOwner: (id: string) => Effect.Effect<ResponseOwner | undefined>
     /** False from a store error until a store operation succeeds again. */
     readonly storeOk: () => boolean
     /** `storeOk`, asking the store once more when it was failing (what /readyz reports, also with no traffic). */
@@ -290,7 +305,32 @@ export const make = (
     )
   })
 
-  return { admit, settle, extend, storeOk: () => healthy, checkStore }
+  const rememberResponse = (id: string, owner: ResponseOwner): Effect.Effect<void> =>
+    store
+      .rememberResponse(id, owner, now())
+      .pipe(
+        Effect.catch((error) =>
+          Effect.logWarning("could not remember a response's provider").pipe(
+            Effect.annotateLogs("error", error.message),
+          ),
+        ),
+      )
+
+  const responseOwner = (id: string): Effect.Effect<ResponseOwner | undefined> =>
+    store
+      .responseOwner(id, now())
+      .pipe(
+        Effect.catch((error) =>
+          Effect.as(
+            Effect.logWarning("could not look up a response's provider; routing as usual").pipe(
+              Effect.annotateLogs("error", error.message),
+            ),
+            undefined,
+          ),
+        ),
+      )
+
+  return { admit, settle, extend, rememberResponse, responseOwner, storeOk: () => healthy, checkStore }
 }
 
 export const layer = Layer.effect(

@@ -120,6 +120,15 @@ export class StoreError extends Data.TaggedError("StoreError")<{ readonly messag
 export const SESSION_TTL_MS = 24 * 60 * 60 * 1000
 export const MINUTE_MS = 60_000
 
+/** Who made a Responses API response: the tenant that asked and the provider that answered. */
+export interface ResponseOwner {
+  readonly tenant: string
+  readonly provider: string
+}
+
+/** How long a response's owner is remembered, ms: OpenAI keeps a stored response 30 days. */
+export const RESPONSE_OWNER_TTL_MS = 30 * 24 * 60 * 60 * 1000
+
 export interface StoreService {
   /** Checks every rate limit and budget of one request and, only if all admit it, counts it — atomically. */
   readonly admit: (request: AdmitRequest) => Effect.Effect<Admitted | Refused, StoreError>
@@ -127,6 +136,14 @@ export interface StoreService {
   readonly settle: (request: SettleRequest) => Effect.Effect<void, StoreError>
   /** Adds to an open request's reservation if its hard budgets allow it (the stream cutoff); false when refused. */
   readonly extend: (request: ExtendRequest) => Effect.Effect<boolean, StoreError>
+  /** Remembers who made response `id` (Responses `previous_response_id`) for RESPONSE_OWNER_TTL_MS from `now`. */
+  readonly rememberResponse: (
+    id: string,
+    owner: ResponseOwner,
+    now: number,
+  ) => Effect.Effect<void, StoreError>
+  /** Who made response `id`, if it is remembered at `now`. */
+  readonly responseOwner: (id: string, now: number) => Effect.Effect<ResponseOwner | undefined, StoreError>
   /** What the admin API shows of a tenant at `now`. */
   readonly tenantState: (tenant: string, now: number) => Effect.Effect<TenantState, StoreError>
 }

@@ -10,6 +10,7 @@ import { readUsageFile, type UsageFileError } from "../meter/UsageLog.js"
 import {
   MINUTE_MS,
   monthOf,
+  RESPONSE_OWNER_TTL_MS,
   SESSION_TTL_MS,
   Store,
   type AdmitRequest,
@@ -17,12 +18,16 @@ import {
   type ExtendRequest,
   type Refused,
   type RefusalReason,
+  type ResponseOwner,
   type SettleRequest,
   type SessionState,
   type StoreService,
   type TenantState,
 } from "./Store.js"
 import { fitsWindow, isSessionLive, sortSessions, windowAt } from "./lua/rules.js"
+
+/** Most response owners one memory store remembers; the oldest are forgotten first. */
+export const MAX_RESPONSE_OWNERS = 100_000
 
 interface Counts {
   requests: number
@@ -248,10 +253,31 @@ const make = () => {
     }
   }
 
+  /** Response owners, oldest first (a `Map` keeps insertion order), at most MAX_RESPONSE_OWNERS. */
+  const owners = new Map<string, { readonly owner: ResponseOwner; readonly until: number }>()
+  const rememberResponse = (id: string, owner: ResponseOwner, now: number): void => {
+    owners.delete(id)
+    owners.set(id, { owner, until: now + RESPONSE_OWNER_TTL_MS })
+    // Forget the oldest (and, on the way, the expired) beyond the bound.
+    for (const [oldest, entry] of owners) {
+      if (owners.size <= MAX_RESPONSE_OWNERS && entry.until > now) break
+      owners.delete(oldest)
+    }
+  }
+  const responseOwner = (id: string, now: number): ResponseOwner | undefined => {
+    const entry = owners.get(id)
+    if (entry === undefined) return undefined
+    if (entry.until > now) return entry.owner
+    owners.delete(id)
+    return undefined
+  }
+
   const service: StoreService = {
     admit: (request) => Effect.sync(() => admit(request)),
     settle: (request) => Effect.sync(() => settle(request)),
     extend: (request) => Effect.sync(() => extend(request)),
+    rememberResponse: (id, owner, now) => Effect.sync(() => rememberResponse(id, owner, now)),
+    responseOwner: (id, now) => Effect.sync(() => responseOwner(id, now)),
     tenantState: (name, now) => Effect.sync(() => tenantState(name, now)),
   }
   return { service, tenant, month }

@@ -18,6 +18,7 @@ import { isSessionLive, REFUSAL_CODES, sortSessions, windowAt } from "./lua/rule
 import {
   MINUTE_MS,
   monthOf,
+  RESPONSE_OWNER_TTL_MS,
   SESSION_TTL_MS,
   Store,
   StoreError,
@@ -46,6 +47,9 @@ const SESSION_PX = SESSION_TTL_MS + 60 * MINUTE_MS
 
 /** `tollgate:{TENANT}:` with the tenant percent-encoded, so `{` or `}` in a name cannot move the hash tag. */
 const prefix = (tenant: string): string => `tollgate:{${encodeURIComponent(tenant)}}:`
+
+/** A response owner's key: hash-tagged by the response id (the id alone finds it; a tenant's key is refused). */
+const responseKey = (id: string): string => `tollgate:{response:${encodeURIComponent(id)}}:owner`
 
 const keys = (tenant: string) => {
   const p = prefix(tenant)
@@ -266,7 +270,33 @@ const make = Effect.fnUntraced(function* (url: string) {
     )
   }
 
-  return Store.of({ admit, settle, extend, tenantState })
+  const rememberResponse: StoreService["rememberResponse"] = (id, owner, _now) =>
+    Effect.asVoid(
+      send("rememberResponse", () =>
+        redis.set(
+          responseKey(id),
+          JSON.stringify([owner.tenant, owner.provider]),
+          "PX",
+          RESPONSE_OWNER_TTL_MS,
+        ),
+      ),
+    )
+
+  const responseOwner: StoreService["responseOwner"] = (id, _now) =>
+    Effect.map(
+      send("responseOwner", () => redis.get(responseKey(id))),
+      (value) => {
+        if (value === null) return undefined
+        try {
+          const [tenant, provider] = JSON.parse(value) as unknown as [unknown, unknown]
+          return typeof tenant === "string" && typeof provider === "string" ? { tenant, provider } : undefined
+        } catch {
+          return undefined
+        }
+      },
+    )
+
+  return Store.of({ admit, settle, extend, tenantState, rememberResponse, responseOwner })
 })
 
 /** The URL's password, encoded and decoded (empty when none), to keep out of error messages. */

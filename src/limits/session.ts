@@ -1,5 +1,5 @@
 import { hash } from "node:crypto"
-import type { ApiFormat } from "../config/model.js"
+import type { Endpoint } from "../domain/endpoint.js"
 
 /** A session ID: 1 to 128 visible ASCII characters (`!` to `~`), no spaces. */
 const SESSION_ID = /^[\x21-\x7e]{1,128}$/
@@ -35,18 +35,36 @@ const openaiSystem = (messages: unknown): unknown => {
  * SHA-256 over `JSON.stringify([tenant, system ?? null, first user message
  * content])`, values as parsed from the request. An agent resends that prefix
  * on every turn, so its turns share one session. No user message: no
- * session. For the OpenAI format the system prompt is the first `system` (or
- * `developer`) message (ADR 0009).
+ * session. For Chat Completions the system prompt is the first `system` (or
+ * `developer`) message (ADR 0009); for Responses it is `instructions`, and
+ * the first user message is `input` itself when that is a string.
+ * Embeddings have no session.
  */
 export const deriveSessionId = (
-  api: ApiFormat,
+  endpoint: Endpoint,
   tenant: string,
   body: Readonly<Record<string, unknown>>,
 ): string | undefined => {
-  const messages = body["messages"]
-  const user = firstUser(messages)
+  let system: unknown
+  let user: unknown
+  switch (endpoint) {
+    case "/v1/embeddings":
+      return undefined
+    case "/v1/responses": {
+      const input = body["input"]
+      system = body["instructions"]
+      user = typeof input === "string" ? input : firstUser(input)
+      break
+    }
+    case "/v1/chat/completions":
+      system = openaiSystem(body["messages"])
+      user = firstUser(body["messages"])
+      break
+    default:
+      system = body["system"]
+      user = firstUser(body["messages"])
+  }
   if (user === undefined) return undefined
-  const system = api === "anthropic" ? body["system"] : openaiSystem(messages)
   const digest = hash("sha256", JSON.stringify([tenant, system ?? null, user]), "hex")
   return `d-${digest.slice(0, 24)}`
 }

@@ -1,5 +1,5 @@
 import { Context, Layer } from "effect"
-import type { ApiFormat } from "../domain/endpoint.js"
+import type { Endpoint } from "../domain/endpoint.js"
 import { JsonCollector } from "./json.js"
 import { makeStreamMeter, type StreamMeter } from "./stream.js"
 
@@ -14,8 +14,8 @@ import { makeStreamMeter, type StreamMeter } from "./stream.js"
 export class Meter extends Context.Service<
   Meter,
   {
-    /** A fresh meter for one event stream in `api`'s format. */
-    readonly stream: (api: ApiFormat) => StreamMeter
+    /** A fresh meter for one event stream of `endpoint` (the upstream's). */
+    readonly stream: (endpoint: Endpoint) => StreamMeter
     /** A fresh bounded collector of one JSON body, read for its usage at the end. */
     readonly json: () => JsonCollector
   }

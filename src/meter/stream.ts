@@ -4,111 +4,21 @@
  * usage, failure, in-band error, whether content started, whether it
  * finished, and how much output text went by. Plain synchronous code.
  */
-import type { ApiFormat } from "../config/model.js"
-import { DEFAULT_MAX_EVENT_BYTES, makeSseParser, type SseParser } from "./sse.js"
-import { anthropicReport, makeUsageAcc, mergeUsage, openaiReport, type UsageAcc } from "./usage.js"
+import type { Endpoint } from "../domain/endpoint.js"
+import {
+  byteLengthOf,
+  EventMeter,
+  isObject,
+  nonEmptyString,
+  toInbandError,
+  type Json,
+  type StreamMeter,
+} from "./eventMeter.js"
+import { ResponsesMeter } from "./responses.js"
+import { DEFAULT_MAX_EVENT_BYTES } from "./sse.js"
+import { anthropicReport, mergeUsage, openaiReport } from "./usage.js"
 
-/** Why a meter stopped reading the stream. */
-export type StreamFailure = "malformed" | "event_too_large"
-
-/** An error the provider sent inside a stream that had already started. */
-export interface InbandError {
-  readonly type: string
-  readonly message: string
-}
-
-/** A meter over one response stream. Its state fields are read by the relay after each push. */
-export interface StreamMeter {
-  /** Feeds a copy of bytes already written to the client. Never throws. */
-  push(chunk: Uint8Array): void
-  /** The upstream stream ended. */
-  end(): void
-  /** Usage folded so far (merge rule in usage.ts). */
-  readonly usage: UsageAcc
-  /** `malformed`: an event whose data is not JSON; `event_too_large`: an event over 4 MiB. Later events are ignored. */
-  readonly failure: StreamFailure | undefined
-  /** The first in-band error event (Anthropic `event: error`, OpenAI `data: {"error":…}`). */
-  readonly inbandError: InbandError | undefined
-  /** The model started producing content (text, tool call, refusal, or a finish reason). */
-  readonly contentStarted: boolean
-  /** The stream ended normally: Anthropic `message_stop`, OpenAI `[DONE]`. */
-  readonly finished: boolean
-  /** UTF-8 bytes of generated text, thinking and tool-call JSON seen in deltas (≈ 4 per output token). */
-  readonly outputChars: number
-}
-
-type Json = Record<string, unknown>
-
-const isObject = (value: unknown): value is Json =>
-  typeof value === "object" && value !== null && !Array.isArray(value)
-
-const byteLengthOf = (value: unknown): number =>
-  typeof value === "string" && value.length > 0 ? Buffer.byteLength(value, "utf8") : 0
-
-const nonEmptyString = (value: unknown): boolean => typeof value === "string" && value.length > 0
-
-const toInbandError = (error: unknown): InbandError => {
-  if (!isObject(error)) return { type: "api_error", message: typeof error === "string" ? error : "" }
-  const type = error["type"] ?? error["code"]
-  return {
-    type: typeof type === "string" ? type : "api_error",
-    message: typeof error["message"] === "string" ? error["message"] : "",
-  }
-}
-
-abstract class Meter implements StreamMeter {
-  readonly usage: UsageAcc = makeUsageAcc()
-  failure: StreamFailure | undefined = undefined
-  inbandError: InbandError | undefined = undefined
-  contentStarted = false
-  finished = false
-  outputChars = 0
-  private readonly parser: SseParser
-
-  constructor() {
-    this.parser = makeSseParser((event, data) => this.onEvent(event, data))
-  }
-
-  /** The parser is between two events (see `SseParser.betweenEvents`). */
-  protected betweenEvents(): boolean {
-    return this.parser.betweenEvents
-  }
-
-  push(chunk: Uint8Array): void {
-    if (this.failure !== undefined) return
-    this.parser.push(chunk)
-    if (this.parser.failure !== undefined && this.failure === undefined) this.failure = this.parser.failure
-  }
-
-  end(): void {
-    this.parser.end()
-  }
-
-  private onEvent(event: string, data: string): void {
-    if (this.failure !== undefined) return
-    if (this.fast(data)) return
-    let parsed: unknown
-    try {
-      parsed = this.parse(data)
-    } catch {
-      this.failure = "malformed"
-      return
-    }
-    this.fold(event, parsed)
-  }
-
-  /** JSON.parse, with format-specific sentinels; throws on malformed data. */
-  protected parse(data: string): unknown {
-    return JSON.parse(data)
-  }
-
-  protected abstract fold(event: string, data: unknown): void
-
-  /** Folds `data` without JSON.parse when it has a known exact shape; false: parse and fold it. */
-  protected fast(_data: string): boolean {
-    return false
-  }
-}
+export type { InbandError, StreamFailure, StreamMeter } from "./eventMeter.js"
 
 const DELTA_PREFIX = '{"type":"content_block_delta","index":'
 /** The delta shapes of the fast path, each with the one string field that counts as output. */
@@ -329,7 +239,7 @@ const blankLineEnd = (chunk: Uint8Array, at: number): number => {
   return -1
 }
 
-class AnthropicMeter extends Meter {
+class AnthropicMeter extends EventMeter {
   private readonly scan: DeltaScan = { bytes: 0 }
 
   /**
@@ -414,7 +324,7 @@ class AnthropicMeter extends Meter {
   }
 }
 
-class OpenAIMeter extends Meter {
+class OpenAIMeter extends EventMeter {
   protected override parse(data: string): unknown {
     return data === "[DONE]" ? DONE : JSON.parse(data)
   }
@@ -467,6 +377,18 @@ class OpenAIMeter extends Meter {
 /** The OpenAI end-of-stream sentinel after parsing. */
 const DONE: unique symbol = Symbol("[DONE]")
 
-/** Makes a meter for one response stream in the given wire format (Vertex streams are `anthropic`, Ollama `openai`). */
-export const makeStreamMeter = (format: ApiFormat): StreamMeter =>
-  format === "anthropic" ? new AnthropicMeter() : new OpenAIMeter()
+/**
+ * Makes a meter for one response stream of `endpoint` (the upstream's: Vertex
+ * streams are Messages streams, Ollama's Chat Completions streams).
+ */
+export const makeStreamMeter = (endpoint: Endpoint): StreamMeter => {
+  switch (endpoint) {
+    case "/v1/chat/completions":
+    case "/v1/embeddings":
+      return new OpenAIMeter()
+    case "/v1/responses":
+      return new ResponsesMeter()
+    default:
+      return new AnthropicMeter()
+  }
+}

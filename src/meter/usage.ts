@@ -116,3 +116,22 @@ export const openaiReport = (usage: unknown): UsageReport | undefined => {
     cacheWriteTokens: prompt === undefined ? undefined : 0,
   }
 }
+
+/**
+ * Maps an OpenAI Responses `usage` object (the JSON response's, or the one
+ * in `response.completed` / `response.incomplete`): `input_tokens` includes
+ * the cached ones, so input = input_tokens − input_tokens_details.cached_tokens
+ * and the cached ones are cache reads; no cache writes (0).
+ */
+export const responsesReport = (usage: unknown): UsageReport | undefined => {
+  if (!isObject(usage)) return undefined
+  const input = count(usage["input_tokens"])
+  const details = usage["input_tokens_details"]
+  const cached = isObject(details) ? count(details["cached_tokens"]) : undefined
+  return {
+    inputTokens: input === undefined ? undefined : Math.max(0, input - (cached ?? 0)),
+    outputTokens: count(usage["output_tokens"]),
+    cacheReadTokens: cached ?? (input === undefined ? undefined : 0),
+    cacheWriteTokens: input === undefined ? undefined : 0,
+  }
+}

@@ -111,7 +111,7 @@ export class ProviderClient extends Context.Service<
     readonly api: ApiFormat
     /** Where the provider runs ("" unless Vertex); part of the gateway's breaker key. */
     readonly region: string
-    /** Whether it serves `endpoint` (Vertex has no count_tokens). */
+    /** Whether it serves `endpoint`: Anthropic Messages and count_tokens; Vertex Messages; OpenAI Chat Completions, Responses and embeddings; Ollama Chat Completions and embeddings. */
     readonly serves: (endpoint: Endpoint) => boolean
     /** The upstream request for a gateway request sent to `model`: body patched, credentials added. */
     readonly build: (request: ParsedRequest, model: string) => UpstreamRequest

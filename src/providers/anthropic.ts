@@ -24,6 +24,7 @@ export const buildAnthropic =
     const headers = anthropicHeaders(request)
     headers["x-api-key"] = apiKey
     return {
+      endpoint: request.endpoint,
       origin: baseUrl,
       path: request.endpoint,
       headers,

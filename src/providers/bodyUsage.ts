@@ -3,7 +3,7 @@
  * as it is pulled (the SSE meter for event streams, a bounded copy for
  * JSON), and `result` says what the body reported, or an estimate.
  */
-import type { ApiFormat } from "../domain/endpoint.js"
+import type { Endpoint } from "../domain/endpoint.js"
 import type { Usage } from "../domain/usage.js"
 import { JsonCollector } from "../meter/json.js"
 import { makeStreamMeter } from "../meter/stream.js"
@@ -18,7 +18,8 @@ export interface BodyUsage {
 
 /** What the estimate of a body without usage starts from. */
 export interface UsageBasis {
-  readonly api: ApiFormat
+  /** The endpoint the request went to: how its body reads. */
+  readonly endpoint: Endpoint
   /** Estimated input tokens of the request (ADR 0003). */
   readonly inputEstimate: number
   /** The request's `max_tokens`, which bounds the output estimate. */
@@ -50,7 +51,7 @@ const streamedTokens = (bytes: number, maxTokens: number | undefined): number =>
 }
 
 const eventStream = (basis: UsageBasis): BodyUsage => {
-  const meter = makeStreamMeter(basis.api)
+  const meter = makeStreamMeter(basis.endpoint)
   return {
     push: (chunk) => meter.push(chunk),
     result: () => {
@@ -75,7 +76,7 @@ const json = (basis: UsageBasis): BodyUsage => {
   return {
     push: (chunk) => collector.push(chunk),
     result: () => {
-      const usage = collector.usage(basis.api)
+      const usage = collector.read(basis.endpoint).usage
       return usage === undefined ? estimate(basis, 0) : { ...usage, estimated: false }
     },
   }

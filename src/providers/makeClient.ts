@@ -4,7 +4,7 @@ import { buildAnthropic } from "./anthropic.js"
 import { DEFAULT_BASE_URL, DEFAULT_CONNECT_MS, vertexBaseUrl } from "../domain/providerDefaults.js"
 import { googleToken } from "./googleToken.js"
 import { buildOllama, buildOpenAI } from "./openai.js"
-import type { ProviderClient, ProviderClientOptions } from "./ProviderClient.js"
+import type { ProviderClient, ProviderClientOptions, ProviderKind } from "./ProviderClient.js"
 import { ProviderError } from "./ProviderError.js"
 import { makeSend } from "./send.js"
 import { dispatchUpstream, makePools } from "./transport.js"
@@ -12,8 +12,18 @@ import { buildVertex } from "./vertex.js"
 
 type Client = Omit<ProviderClient["Service"], "send">
 
-const servesAll = (): boolean => true
-const servesVertex = (endpoint: Endpoint): boolean => endpoint !== "/v1/messages/count_tokens"
+/** The endpoints each kind of provider serves (Vertex has no count_tokens; Ollama no Responses API). */
+const SERVES: Record<ProviderKind, ReadonlySet<Endpoint>> = {
+  anthropic: new Set(["/v1/messages", "/v1/messages/count_tokens"]),
+  vertex: new Set(["/v1/messages"]),
+  openai: new Set(["/v1/chat/completions", "/v1/responses", "/v1/embeddings"]),
+  ollama: new Set(["/v1/chat/completions", "/v1/embeddings"]),
+}
+
+const servesOf =
+  (kind: ProviderKind) =>
+  (endpoint: Endpoint): boolean =>
+    SERVES[kind].has(endpoint)
 
 const baseUrlOf = (given: string | undefined, fallback: string): string =>
   (given ?? fallback).replace(/\/+$/, "")
@@ -52,7 +62,7 @@ export const makeClient = Effect.fn("ProviderClient.make")(function* (options: P
     kind,
     api,
     region: "",
-    serves: servesAll,
+    serves: servesOf(kind),
     build,
   })
   let client: Client
@@ -94,7 +104,7 @@ export const makeClient = Effect.fn("ProviderClient.make")(function* (options: P
         kind: "vertex",
         api: "anthropic",
         region,
-        serves: servesVertex,
+        serves: servesOf("vertex"),
         build: buildVertex({ baseUrl, project, region }, token),
       }
       break

@@ -3,13 +3,13 @@ import type { UpstreamRequest } from "./transport.js"
 import { setMember } from "./patch.js"
 
 /**
- * `model` patched; a stream also gets `stream_options.include_usage: true`
+ * `model` patched; a Chat Completions stream also gets `stream_options.include_usage: true`
  * (kept alongside any other stream option the client set), so the final
  * chunk carries the usage the meter needs.
  */
 const patchBody = (request: ParsedRequest, model: string): Buffer => {
   let body = setMember(request.raw, "model", JSON.stringify(model))
-  if (request.stream) {
+  if (request.stream && request.endpoint === "/v1/chat/completions") {
     const given = request.streamOptions
     const options = given !== undefined ? { ...given, include_usage: true } : { include_usage: true }
     body = setMember(body, "stream_options", JSON.stringify(options))
@@ -30,13 +30,20 @@ export const buildOpenAI =
   (request: ParsedRequest, model: string): UpstreamRequest => {
     const headers = openaiHeaders(request)
     headers["authorization"] = `Bearer ${apiKey}`
-    return { origin: baseUrl, path: request.endpoint, headers, body: patchBody(request, model) }
+    return {
+      endpoint: request.endpoint,
+      origin: baseUrl,
+      path: request.endpoint,
+      headers,
+      body: patchBody(request, model),
+    }
   }
 
 /** Ollama's OpenAI-compatible endpoint: no key. */
 export const buildOllama =
   (baseUrl: string) =>
   (request: ParsedRequest, model: string): UpstreamRequest => ({
+    endpoint: request.endpoint,
     origin: baseUrl,
     path: request.endpoint,
     headers: openaiHeaders(request),

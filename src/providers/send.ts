@@ -97,7 +97,7 @@ const prepare = (client: Client, request: SendRequest): Prepared | ProviderError
     model,
     headers,
     basis: {
-      api: client.api,
+      endpoint,
       inputEstimate: countTokens ? 0 : estimateInputTokens(body),
       maxTokens: parsed.maxTokens,
     },

@@ -6,9 +6,12 @@
 import { Effect } from "effect"
 import type { IncomingHttpHeaders } from "node:http"
 import { Agent, type Dispatcher } from "undici"
+import type { Endpoint } from "../domain/endpoint.js"
 
 /** One upstream HTTP request, ready for undici. */
 export interface UpstreamRequest {
+  /** The API the request calls (how its response reads); Vertex calls the Messages API under its own path. */
+  readonly endpoint: Endpoint
   readonly origin: string
   readonly path: string
   readonly headers: Record<string, string>

@@ -32,5 +32,5 @@ export const buildVertex =
     const path =
       `/v1/projects/${encodeURIComponent(target.project)}/locations/${encodeURIComponent(target.region)}` +
       `/publishers/anthropic/models/${encodeURIComponent(model).replaceAll("%40", "@")}:${verb}`
-    return { origin: target.baseUrl, path, headers, body }
+    return { endpoint: "/v1/messages", origin: target.baseUrl, path, headers, body }
   }

@@ -1,3 +1,4 @@
+import { deriveSessionId } from "../../src/limits/session.js"
 import { describe, expect, it } from "vitest"
 import { estimateInputTokens } from "../../src/domain/estimate.js"
 
@@ -223,5 +224,50 @@ describe("estimateInputTokens: what adds nothing", () => {
         messages: [{ role: "assistant", tool_calls: [null, { function: { name: 5 } }] }],
       }),
     ).toBe(0)
+  })
+
+  it("counts a Responses request's instructions and input: string, messages, calls and their outputs", () => {
+    expect(estimateInputTokens({ instructions: "abcd", input: "efghijkl" })).toBe(3)
+    expect(
+      estimateInputTokens({
+        input: [
+          { role: "user", content: [{ type: "input_text", text: "abcd" }] },
+          { type: "function_call", call_id: "c", name: "ab", arguments: "{}" },
+          { type: "function_call_output", call_id: "c", output: "abcdefgh" },
+          { role: "user", content: [{ type: "input_image", image_url: "data:image/png;base64,AAAA" }] },
+        ],
+      }),
+    ).toBe(4)
+  })
+
+  it("counts embeddings input: strings by bytes, token ids as one token each", () => {
+    expect(estimateInputTokens({ input: ["abcd", "efgh"] })).toBe(2)
+    expect(estimateInputTokens({ input: [1, 2, 3] })).toBe(3)
+    expect(estimateInputTokens({ input: [[1, 2], [3]] })).toBe(3)
+  })
+})
+
+describe("derived sessions of Responses requests", () => {
+  it("use instructions as the system prompt and the first user input as the first message", () => {
+    const a = deriveSessionId("/v1/responses", "t", { instructions: "be brief", input: "hi" })
+    const b = deriveSessionId("/v1/responses", "t", {
+      instructions: "be brief",
+      input: ["hi", { role: "user", content: "x" }],
+    })
+    expect(a).toBe(
+      deriveSessionId("/v1/responses", "t", { instructions: "be brief", input: "hi", model: "m" }),
+    )
+    expect(a).toMatch(/^d-[0-9a-f]{24}$/)
+    expect(b).toBe(
+      deriveSessionId("/v1/responses", "t", {
+        instructions: "be brief",
+        input: [
+          { role: "user", content: "x" },
+          { role: "assistant", content: "y" },
+        ],
+      }),
+    )
+    expect(a).not.toBe(b)
+    expect(deriveSessionId("/v1/embeddings", "t", { input: "hi" })).toBeUndefined()
   })
 })

@@ -50,11 +50,38 @@ describe("relayed streams", () => {
         )
         expect(through.status).toBe(200)
         expect(direct.status).toBe(200)
-        expect(withoutIds(through.text)).toBe(withoutIds(direct.text))
+        // Tollgate asks an OpenAI stream for its usage, but a client that did not ask does not get the
+        // usage-only chunk (SPEC): the rest is byte for byte what the upstream sent.
+        const expected =
+          api === "openai" && stream
+            ? direct.text
+                .split(/(?<=\n\n)/)
+                .filter((event) => !event.includes('"choices":[]'))
+                .join("")
+            : direct.text
+        if (api === "openai" && stream) expect(expected).not.toBe(direct.text)
+        expect(withoutIds(through.text)).toBe(withoutIds(expected))
         expect(through.text.length).toBeGreaterThan(stream ? 20_000 : 1_000)
         expect(h.records().at(-1)).toMatchObject({ output_tokens: 300, incomplete: false, error: null })
         // The fake sends both without a length (chunked); so does Tollgate.
         expect(through.headers.get("content-length")).toBeNull()
+      })
+    }
+
+    if (api === "openai") {
+      it("openai stream with include_usage: the client gets the usage chunk too, byte for byte", async () => {
+        const body = {
+          model,
+          max_tokens: 50,
+          stream: true,
+          messages: [{ role: "user", content: "hi" }],
+          stream_options: { include_usage: true },
+        }
+        const direct = await post(h.fakes[0]!.url, path, { authorization: "Bearer x" }, body)
+        const through = await post(h.url, path, { "x-api-key": h.key }, { ...body, model: route })
+        expect(through.text).toContain('"choices":[],"usage":{')
+        expect(withoutIds(through.text)).toBe(withoutIds(direct.text))
+        expect(h.records().at(-1)).toMatchObject({ output_tokens: 50, incomplete: false, error: null })
       })
     }
 

@@ -33,6 +33,7 @@ const upstream = Effect.acquireRelease(
 )
 
 const request = (fake: FakeProviderHandle, scenario: string) => ({
+  endpoint: "/v1/messages" as const,
   origin: fake.url,
   path: "/v1/messages",
   headers: { "content-type": "application/json", "x-fake-scenario": scenario },

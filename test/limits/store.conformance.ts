@@ -7,7 +7,7 @@
 import { assert, describe } from "@effect/vitest"
 import { Effect, type Layer } from "effect"
 import { TestClock } from "effect/testing"
-import type { Store } from "../../src/limits/Store.js"
+import { Store } from "../../src/limits/Store.js"
 import { budgetCases } from "./store.budgets.js"
 import { admitted, admitUntilRefused, hard, refusedWith, storeTest } from "./store.fixture.js"
 
@@ -96,6 +96,24 @@ export const storeSuite = (name: string, layer: () => Layer.Layer<Store, unknown
         assert.strictEqual(results.filter((r) => r._tag === "Admitted").length, 50)
         assert.deepStrictEqual((yield* f.state).requests, { current: 50, previous: 0 })
         assert.deepStrictEqual((yield* f.state).tokens, { current: 350, previous: 0 })
+      }))
+
+    test("remembers who made a response, and knows nothing of other ids", () =>
+      Effect.gen(function* () {
+        const store = yield* Store
+        const id = `resp_${name}_${Math.random().toString(36).slice(2)}`
+        yield* store.rememberResponse(id, { tenant: "acme", provider: "openai-b" }, 1_000)
+        assert.deepStrictEqual(yield* store.responseOwner(id, 2_000), {
+          tenant: "acme",
+          provider: "openai-b",
+        })
+        assert.strictEqual(yield* store.responseOwner(`${id}-other`, 2_000), undefined)
+        // Remembering again replaces the owner (a retried request may be answered by another provider).
+        yield* store.rememberResponse(id, { tenant: "acme", provider: "openai-a" }, 3_000)
+        assert.deepStrictEqual(yield* store.responseOwner(id, 4_000), {
+          tenant: "acme",
+          provider: "openai-a",
+        })
       }))
 
     budgetCases(test)

@@ -4,13 +4,39 @@ import { TestClock } from "effect/testing"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { layerMemory } from "../../src/limits/memoryStore.js"
-import { Store } from "../../src/limits/Store.js"
+import { layerMemory, MAX_RESPONSE_OWNERS } from "../../src/limits/memoryStore.js"
+import { RESPONSE_OWNER_TTL_MS, Store } from "../../src/limits/Store.js"
 import { encodeRecord } from "../../src/meter/record.js"
 import { sampleRecord } from "../meter/fixtures.js"
 import { storeSuite } from "./store.conformance.js"
 
 storeSuite("memory", () => layerMemory())
+
+describe("memory store response owners", () => {
+  const owner = { tenant: "acme", provider: "openai" }
+
+  it.effect("forgets an owner 30 days after it was remembered", () =>
+    Effect.gen(function* () {
+      const store = yield* Store
+      yield* store.rememberResponse("resp_1", owner, 0)
+      assert.deepStrictEqual(yield* store.responseOwner("resp_1", RESPONSE_OWNER_TTL_MS - 1), owner)
+      assert.strictEqual(yield* store.responseOwner("resp_1", RESPONSE_OWNER_TTL_MS), undefined)
+    }).pipe(Effect.provide(layerMemory())),
+  )
+
+  it.effect("remembers at most MAX_RESPONSE_OWNERS, forgetting the oldest first", () =>
+    Effect.gen(function* () {
+      const store = yield* Store
+      for (let i = 0; i <= MAX_RESPONSE_OWNERS; i++) yield* store.rememberResponse(`resp_${i}`, owner, i)
+      assert.strictEqual(yield* store.responseOwner("resp_0", MAX_RESPONSE_OWNERS), undefined)
+      assert.deepStrictEqual(yield* store.responseOwner("resp_1", MAX_RESPONSE_OWNERS), owner)
+      assert.deepStrictEqual(
+        yield* store.responseOwner(`resp_${MAX_RESPONSE_OWNERS}`, MAX_RESPONSE_OWNERS),
+        owner,
+      )
+    }).pipe(Effect.provide(layerMemory())),
+  )
+})
 
 const usageFile = (lines: ReadonlyArray<string>) =>
   Effect.acquireRelease(

@@ -86,39 +86,41 @@ const admitWhenBack = (tenant: string) =>
   })
 
 describe("Redis store", () => {
-  it.effect("every key carries the tenant as its hash tag, encoded so braces cannot break it", () =>
-    Effect.gen(function* () {
-      const store = yield* Store
-      const tenant = "we}ird{tenant"
-      yield* store.admit(request(tenant, 90_000))
-      yield* store.settle({
-        tenant,
-        now: 91_000,
-        minute: 1,
-        month: "1970-01",
-        sessionId: "s}{1",
-        reserved: 5,
-        cost: 4,
-        tokenDelta: 1,
-      })
-      const client = yield* rawClient
-      const keys = (yield* Effect.promise(() => client.keys("*we%7Dird%7Btenant*"))).sort()
-      assert.deepStrictEqual(keys, [
-        "tollgate:{we%7Dird%7Btenant}:month:1970-01",
-        "tollgate:{we%7Dird%7Btenant}:rq:1",
-        "tollgate:{we%7Dird%7Btenant}:session:s}{1",
-        "tollgate:{we%7Dird%7Btenant}:sessions",
-        "tollgate:{we%7Dird%7Btenant}:tk:1",
-      ])
-      for (const key of yield* Effect.promise(() => client.keys("*"))) {
-        assert.match(key, /^tollgate:\{[^{}]+\}:/)
-      }
-      const ttl = yield* Effect.promise(() => client.pttl("tollgate:{we%7Dird%7Btenant}:rq:1"))
-      assert.isTrue(ttl > 120_000 && ttl <= 180_000, `counter PTTL ${ttl}`)
-      const state = yield* store.tenantState(tenant, 91_000)
-      assert.deepStrictEqual(state.sessions, [{ id: "s}{1", spend: 4, reserved: 0, lastMs: 91_000 }])
-      assert.deepStrictEqual(state.tokens, { current: 11, previous: 0 })
-    }).pipe(Effect.provide(layerRedis(redis.url))),
+  it.effect(
+    "every key carries a hash tag — a tenant's keys the tenant — encoded so braces cannot break it",
+    () =>
+      Effect.gen(function* () {
+        const store = yield* Store
+        const tenant = "we}ird{tenant"
+        yield* store.admit(request(tenant, 90_000))
+        yield* store.settle({
+          tenant,
+          now: 91_000,
+          minute: 1,
+          month: "1970-01",
+          sessionId: "s}{1",
+          reserved: 5,
+          cost: 4,
+          tokenDelta: 1,
+        })
+        const client = yield* rawClient
+        const keys = (yield* Effect.promise(() => client.keys("*we%7Dird%7Btenant*"))).sort()
+        assert.deepStrictEqual(keys, [
+          "tollgate:{we%7Dird%7Btenant}:month:1970-01",
+          "tollgate:{we%7Dird%7Btenant}:rq:1",
+          "tollgate:{we%7Dird%7Btenant}:session:s}{1",
+          "tollgate:{we%7Dird%7Btenant}:sessions",
+          "tollgate:{we%7Dird%7Btenant}:tk:1",
+        ])
+        for (const key of yield* Effect.promise(() => client.keys("*"))) {
+          assert.match(key, /^tollgate:\{[^{}]+\}:/)
+        }
+        const ttl = yield* Effect.promise(() => client.pttl("tollgate:{we%7Dird%7Btenant}:rq:1"))
+        assert.isTrue(ttl > 120_000 && ttl <= 180_000, `counter PTTL ${ttl}`)
+        const state = yield* store.tenantState(tenant, 91_000)
+        assert.deepStrictEqual(state.sessions, [{ id: "s}{1", spend: 4, reserved: 0, lastMs: 91_000 }])
+        assert.deepStrictEqual(state.tokens, { current: 11, previous: 0 })
+      }).pipe(Effect.provide(layerRedis(redis.url))),
   )
 
   it.live("the layer builds while Redis is down, fails fast, and recovers when Redis is back", () =>

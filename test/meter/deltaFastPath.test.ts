@@ -145,7 +145,7 @@ describe("the content_block_delta fast path", () => {
         STOP,
       ].join("")
     const results = [false, true].map((pretty) => {
-      const meter = makeStreamMeter("anthropic")
+      const meter = makeStreamMeter("/v1/messages")
       meter.push(Buffer.from(stream(pretty)))
       meter.end()
       return {
@@ -193,7 +193,7 @@ describe("the content_block_delta fast path", () => {
           ]
           const chunkings = chunkingsOf(events, cuts)
           const results = chunkings.map((chunks) => {
-            const meter = makeStreamMeter("anthropic")
+            const meter = makeStreamMeter("/v1/messages")
             for (const chunk of chunks) meter.push(chunk)
             meter.end()
             return {
@@ -239,7 +239,7 @@ describe("the content_block_delta fast path", () => {
           const chunkings = chunkingsOf(events, cuts)
           const expected = parts.reduce((sum, [text]) => sum + Buffer.byteLength(text, "utf8"), 0)
           for (const chunks of chunkings) {
-            const meter = makeStreamMeter("anthropic")
+            const meter = makeStreamMeter("/v1/messages")
             for (const chunk of chunks) meter.push(chunk)
             meter.end()
             expect(meter.failure).toBeUndefined()
@@ -257,7 +257,7 @@ describe("the content_block_delta fast path", () => {
     const unfinished = 'event: ping\ndata: {"type":"ping"}\n'
     const delta = deltaEvent("tok ")
     const meter = (chunks: Array<string>) => {
-      const m = makeStreamMeter("anthropic")
+      const m = makeStreamMeter("/v1/messages")
       for (const chunk of chunks) m.push(Buffer.from(chunk))
       return { chars: m.outputChars, failure: m.failure }
     }
@@ -271,7 +271,7 @@ describe("the content_block_delta fast path", () => {
   describe("near the parser's 4 MiB event bound, the result does not depend on how the stream is cut", () => {
     const LIMIT = 4 * 1024 * 1024
     const meter = (chunks: Array<Buffer>) => {
-      const m = makeStreamMeter("anthropic")
+      const m = makeStreamMeter("/v1/messages")
       for (const chunk of chunks) m.push(chunk)
       m.end()
       return { chars: m.outputChars, finished: m.finished, failure: m.failure }

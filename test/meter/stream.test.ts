@@ -14,7 +14,7 @@ const anthropic = (events: ReadonlyArray<unknown>): string =>
   sse(events.map((e) => [(e as { type: string }).type, e] as const))
 
 const meterOf = (format: "anthropic" | "openai", body: string, chunkSize = body.length || 1) => {
-  const meter = makeStreamMeter(format)
+  const meter = makeStreamMeter(format === "anthropic" ? "/v1/messages" : "/v1/chat/completions")
   const bytes = Buffer.from(body, "utf8")
   for (let i = 0; i < bytes.length; i += chunkSize) meter.push(bytes.subarray(i, i + chunkSize))
   meter.end()
@@ -84,7 +84,7 @@ describe("Anthropic stream meter", () => {
     const whole = meterOf("anthropic", full)
     const bytes = Buffer.from(full, "utf8")
     for (let i = 0; i <= bytes.length; i++) {
-      const meter = makeStreamMeter("anthropic")
+      const meter = makeStreamMeter("/v1/messages")
       meter.push(bytes.subarray(0, i))
       meter.push(bytes.subarray(i))
       meter.end()
@@ -172,7 +172,7 @@ describe("Anthropic stream meter", () => {
   })
 
   it("reports event_too_large for an event over 4 MiB", () => {
-    const meter = makeStreamMeter("anthropic")
+    const meter = makeStreamMeter("/v1/messages")
     meter.push(Buffer.from("event: content_block_delta\ndata: "))
     const chunk = Buffer.alloc(64 * 1024, 0x20)
     for (let i = 0; i < 70; i++) meter.push(chunk)

@@ -55,7 +55,7 @@ describe("usageFromJson", () => {
       content: [{ type: "text", text: "hi" }],
       usage: { input_tokens: 12, output_tokens: 16, cache_read_input_tokens: 4 },
     })
-    expect(usageFromJson("anthropic", Buffer.from(body))).toEqual({
+    expect(usageFromJson("/v1/messages", Buffer.from(body))).toEqual({
       inputTokens: 12,
       outputTokens: 16,
       cacheReadTokens: 4,
@@ -69,7 +69,7 @@ describe("usageFromJson", () => {
       choices: [],
       usage: { prompt_tokens: 2006, completion_tokens: 300, prompt_tokens_details: { cached_tokens: 1920 } },
     })
-    expect(usageFromJson("openai", body)).toEqual({
+    expect(usageFromJson("/v1/chat/completions", body)).toEqual({
       inputTokens: 86,
       outputTokens: 300,
       cacheReadTokens: 1920,
@@ -78,10 +78,10 @@ describe("usageFromJson", () => {
   })
 
   it("is undefined when usage is absent, empty or the body is not JSON", () => {
-    expect(usageFromJson("anthropic", '{"type":"message"}')).toBeUndefined()
-    expect(usageFromJson("anthropic", '{"usage":{}}')).toBeUndefined()
-    expect(usageFromJson("openai", '{"usage":null}')).toBeUndefined()
-    expect(usageFromJson("openai", "not json")).toBeUndefined()
-    expect(usageFromJson("openai", "[1]")).toBeUndefined()
+    expect(usageFromJson("/v1/messages", '{"type":"message"}')).toBeUndefined()
+    expect(usageFromJson("/v1/messages", '{"usage":{}}')).toBeUndefined()
+    expect(usageFromJson("/v1/chat/completions", '{"usage":null}')).toBeUndefined()
+    expect(usageFromJson("/v1/chat/completions", "not json")).toBeUndefined()
+    expect(usageFromJson("/v1/chat/completions", "[1]")).toBeUndefined()
   })
 })

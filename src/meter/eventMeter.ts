@@ -1,0 +1,113 @@
+/**
+ * The base of the stream meters (stream.ts, responses.ts): a bounded SSE
+ * parser over a copy of each chunk, and the state the relay reads after each
+ * push. Plain synchronous code.
+ */
+import { makeSseParser, type SseParser } from "./sse.js"
+import { makeUsageAcc, type UsageAcc } from "./usage.js"
+
+/** Why a meter stopped reading the stream. */
+export type StreamFailure = "malformed" | "event_too_large"
+
+/** An error the provider sent inside a stream that had already started. */
+export interface InbandError {
+  readonly type: string
+  readonly message: string
+}
+
+/** A meter over one response stream. Its state fields are read by the relay after each push. */
+export interface StreamMeter {
+  /** Feeds a copy of bytes already written to the client. Never throws. */
+  push(chunk: Uint8Array): void
+  /** The upstream stream ended. */
+  end(): void
+  /** Usage folded so far (merge rule in usage.ts). */
+  readonly usage: UsageAcc
+  /** `malformed`: an event whose data is not JSON; `event_too_large`: an event over 4 MiB. Later events are ignored. */
+  readonly failure: StreamFailure | undefined
+  /** The first in-band error event (Anthropic `event: error`, OpenAI `data: {"error":…}`, Responses `response.failed` or `error`). */
+  readonly inbandError: InbandError | undefined
+  /** The model started producing content (text, tool call, refusal, or a finish reason). */
+  readonly contentStarted: boolean
+  /** The stream ended normally: Anthropic `message_stop`, OpenAI `[DONE]`, Responses `response.completed` or `response.incomplete`. */
+  readonly finished: boolean
+  /** UTF-8 bytes of generated text, thinking and tool-call JSON seen in deltas (≈ 4 per output token). */
+  readonly outputChars: number
+  /** Responses: the id of the response (from `response.created`), remembered for `previous_response_id`. */
+  readonly responseId: string | undefined
+}
+
+export type Json = Record<string, unknown>
+
+export const isObject = (value: unknown): value is Json =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
+export const byteLengthOf = (value: unknown): number =>
+  typeof value === "string" && value.length > 0 ? Buffer.byteLength(value, "utf8") : 0
+
+export const nonEmptyString = (value: unknown): boolean => typeof value === "string" && value.length > 0
+
+export const toInbandError = (error: unknown): InbandError => {
+  if (!isObject(error)) return { type: "api_error", message: typeof error === "string" ? error : "" }
+  const type = error["type"] ?? error["code"]
+  return {
+    type: typeof type === "string" ? type : "api_error",
+    message: typeof error["message"] === "string" ? error["message"] : "",
+  }
+}
+
+/** The common part of the stream meters: SSE parsing, failure, and the state the relay reads. */
+export abstract class EventMeter implements StreamMeter {
+  readonly usage: UsageAcc = makeUsageAcc()
+  failure: StreamFailure | undefined = undefined
+  inbandError: InbandError | undefined = undefined
+  contentStarted = false
+  finished = false
+  outputChars = 0
+  responseId: string | undefined = undefined
+  private readonly parser: SseParser
+
+  constructor() {
+    this.parser = makeSseParser((event, data) => this.onEvent(event, data))
+  }
+
+  /** The parser is between two events (see `SseParser.betweenEvents`). */
+  protected betweenEvents(): boolean {
+    return this.parser.betweenEvents
+  }
+
+  push(chunk: Uint8Array): void {
+    if (this.failure !== undefined) return
+    this.parser.push(chunk)
+    if (this.parser.failure !== undefined && this.failure === undefined) this.failure = this.parser.failure
+  }
+
+  end(): void {
+    this.parser.end()
+  }
+
+  private onEvent(event: string, data: string): void {
+    if (this.failure !== undefined) return
+    if (this.fast(data)) return
+    let parsed: unknown
+    try {
+      parsed = this.parse(data)
+    } catch {
+      this.failure = "malformed"
+      return
+    }
+    this.fold(event, parsed)
+  }
+
+  /** JSON.parse, with format-specific sentinels; throws on malformed data. */
+  protected parse(data: string): unknown {
+    return JSON.parse(data)
+  }
+
+  protected abstract fold(event: string, data: unknown): void
+
+  /** Folds `data` without JSON.parse when it has a known exact shape; false: parse and fold it. */
+  protected fast(_data: string): boolean {
+    return false
+  }
+}
