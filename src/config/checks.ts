@@ -27,7 +27,7 @@ export const kindsForApi: Record<ApiFormat, ReadonlyArray<ProviderKind>> = {
 }
 
 /** What the route checks read of a route: a decoded route, or the salvaged part of a broken one. */
-export type RouteView = Pick<RouteConfig, "name" | "api" | "targets">
+export type RouteView = Pick<RouteConfig, "name" | "api" | "translate" | "targets">
 
 /** What the route checks read of a provider. */
 export type ProviderView = Pick<ProviderConfig, "name" | "kind">
@@ -61,10 +61,10 @@ export const checkRoutes = (
       if (provider === undefined) {
         if (!providerNames.has(target.provider))
           problems.push(`${path}: unknown provider "${target.provider}"`)
-      } else if (!kindsForApi[route.api].includes(provider.kind)) {
+      } else if (!route.translate && !kindsForApi[route.api].includes(provider.kind)) {
         const allowed = kindsForApi[route.api].join(" and ")
         problems.push(
-          `${path}: provider "${provider.name}" is kind ${provider.kind}; an ${route.api} route takes only ${allowed} providers`,
+          `${path}: provider "${provider.name}" is kind ${provider.kind}; an ${route.api} route takes only ${allowed} providers (or set translate: true)`,
         )
       }
     })

@@ -107,6 +107,7 @@ export const decodeConfig = Effect.fn("Config.decode")(function* (raw: unknown, 
   const routes = mapValues(routeFiles.decoded, (name, route): RouteConfig => ({
     name,
     api: route.api,
+    translate: route.translate ?? false,
     retry: { ...retry, maxAttempts: route.retry?.maxAttempts ?? retry.maxAttempts },
     timeouts: { ...timeouts, ...route.timeouts },
     targets: route.targets,

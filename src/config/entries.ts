@@ -76,12 +76,18 @@ export const salvageProvider = (name: string, entry: unknown): ProviderView | un
   return found === undefined ? undefined : { name, kind: found.kind }
 }
 
-const RouteTargetsOnly = Schema.Struct({ api: S.Route.fields.api, targets: S.Route.fields.targets })
+const RouteTargetsOnly = Schema.Struct({
+  api: S.Route.fields.api,
+  translate: S.Route.fields.translate,
+  targets: S.Route.fields.targets,
+})
 
 /** The api and targets of a route entry that failed, if both are valid. */
 export const salvageRoute = (name: string, entry: unknown): RouteView | undefined => {
   const found = decodeLenient(RouteTargetsOnly, entry)
-  return found === undefined ? undefined : { name, api: found.api, targets: found.targets }
+  return found === undefined
+    ? undefined
+    : { name, api: found.api, translate: found.translate ?? false, targets: found.targets }
 }
 
 const TenantRoutesOnly = Schema.Struct({ routes: S.Tenant.fields.routes })

@@ -98,6 +98,12 @@ export interface RouteConfig {
   /** The route name is the `model` clients send. */
   readonly name: string
   readonly api: ApiFormat
+  /**
+   * `translate: true`: the route takes providers of both kinds and clients of
+   * every chat endpoint; requests and responses are translated between
+   * formats where a target speaks another (default false).
+   */
+  readonly translate: boolean
   /** Global `retry` with the route's overrides applied. */
   readonly retry: RetryConfig
   /** Global `timeouts` with the route's overrides applied. */

@@ -170,6 +170,7 @@ export const Target = Schema.Struct({ provider: Name, model: Name }).annotate({
 /** One entry of `routes:` (without its name); the 1..10 target count is checked by `checks.ts`. */
 export const Route = Schema.Struct({
   api: says('must be "anthropic" or "openai"', Schema.Literals(["anthropic", "openai"])),
+  translate: Schema.optionalKey(says("must be true or false", Schema.Boolean)),
   retry: Schema.optionalKey(RetryOverride),
   timeouts: Schema.optionalKey(TimeoutsOverride),
   targets: Schema.Array(Target).annotate(list("targets")),

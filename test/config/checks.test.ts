@@ -36,9 +36,24 @@ describe("config validate rejects", () => {
       raw = patch(raw, ["routes", "gpt", "targets"], [target("openai", "gpt-5-mini"), target("vertex")])
       const problems = yield* problemsOf(raw)
       assert.deepStrictEqual(problems, [
-        'routes.claude.targets[1].provider: provider "openai" is kind openai; an anthropic route takes only anthropic and vertex providers',
-        'routes.claude.targets[2].provider: provider "local" is kind ollama; an anthropic route takes only anthropic and vertex providers',
-        'routes.gpt.targets[1].provider: provider "vertex" is kind vertex; an openai route takes only openai and ollama providers',
+        'routes.claude.targets[1].provider: provider "openai" is kind openai; an anthropic route takes only anthropic and vertex providers (or set translate: true)',
+        'routes.claude.targets[2].provider: provider "local" is kind ollama; an anthropic route takes only anthropic and vertex providers (or set translate: true)',
+        'routes.gpt.targets[1].provider: provider "vertex" is kind vertex; an openai route takes only openai and ollama providers (or set translate: true)',
+      ])
+    }),
+  )
+
+  it.effect("no mix of provider kinds, unless the route says translate: true", () =>
+    Effect.gen(function* () {
+      let raw = patch(baseConfig(), ["routes", "claude", "targets"], [target("anthropic"), target("openai")])
+      assert.strictEqual((yield* problemsOf(raw)).length, 1)
+      raw = patch(raw, ["routes", "claude", "translate"], true)
+      assert.deepStrictEqual(yield* problemsOf(raw), [])
+      const { config } = yield* decode(raw)
+      assert.strictEqual(config.routes.get("claude")!.translate, true)
+      assert.strictEqual(config.routes.get("gpt")!.translate, false)
+      assert.deepStrictEqual(yield* problemsOf(patch(raw, ["routes", "claude", "translate"], "yes")), [
+        "routes.claude.translate: must be true or false",
       ])
     }),
   )
