@@ -4,6 +4,8 @@
  */
 import type { BodyPlan } from "./emit.js"
 import { tokenText } from "./tokens.js"
+import { argumentsClose, argumentsOpen, inString } from "./tools.js"
+import type { ToolCall } from "./tools.js"
 
 /** What one generated message says. */
 export interface MessageFacts {
@@ -27,6 +29,15 @@ const stopReason = (facts: MessageFacts): string => (facts.hitLimit ? "max_token
 const usage = (input: number, output: number): string =>
   `{"input_tokens":${input},"output_tokens":${output},"cache_creation_input_tokens":0,"cache_read_input_tokens":0}`
 
+/** The end of a non-stream message after its content. */
+const messageEnd = (facts: MessageFacts, stop: string): string =>
+  `],"stop_reason":"${stop}","stop_sequence":null` +
+  (facts.usage ? `,"usage":${usage(facts.inputTokens, facts.outputTokens)}` : "") +
+  "}"
+
+const messageHead = (facts: MessageFacts): string =>
+  `{"id":${json(facts.id)},"type":"message","role":"assistant","model":${json(facts.model)},"content":[`
+
 const messageStart = (facts: MessageFacts): string => {
   const usageField = facts.usage ? `,"usage":${usage(facts.inputTokens, 1)}` : ""
   return sse(
@@ -38,19 +49,22 @@ const messageStart = (facts: MessageFacts): string => {
 
 const ping = sse("ping", `{"type": "ping"}`)
 
+const messageDelta = (facts: MessageFacts, stop: string): string =>
+  sse(
+    "message_delta",
+    `{"type":"message_delta","delta":{"stop_reason":"${stop}","stop_sequence":null}` +
+      (facts.usage ? `,"usage":{"output_tokens":${facts.outputTokens}}` : "") +
+      "}",
+  )
+
+const messageStop = sse("message_stop", `{"type":"message_stop"}`)
+
 /** A non-stream message as JSON fragments: the text sits between `head` and `tail`. */
 export const messageJson = (facts: MessageFacts): BodyPlan => ({
-  head: [
-    `{"id":${json(facts.id)},"type":"message","role":"assistant","model":${json(facts.model)},` +
-      `"content":[{"type":"text","text":"`,
-  ],
+  head: [messageHead(facts) + `{"type":"text","text":"`],
   tokens: facts.outputTokens,
   token: tokenText,
-  tail: [
-    `"}],"stop_reason":"${stopReason(facts)}","stop_sequence":null` +
-      (facts.usage ? `,"usage":${usage(facts.inputTokens, facts.outputTokens)}` : "") +
-      "}",
-  ],
+  tail: [`"}` + messageEnd(facts, stopReason(facts))],
   malformed: `"oops`,
 })
 
@@ -72,13 +86,49 @@ export const messageStream = (facts: MessageFacts): BodyPlan => ({
     ),
   tail: [
     sse("content_block_stop", `{"type":"content_block_stop","index":0}`),
+    messageDelta(facts, stopReason(facts)),
+    messageStop,
+  ],
+  malformed: `event: content_block_delta\ndata: {"type":"content_block_delta",oops\n\n`,
+})
+
+/** A non-stream message with one `tool_use` block; the argument tokens sit inside `input.query`. */
+export const toolUseJson = (facts: MessageFacts, call: ToolCall): BodyPlan => ({
+  head: [
+    messageHead(facts) +
+      `{"type":"tool_use","id":${json(call.id)},"name":${json(call.name)},"input":${argumentsOpen}`,
+  ],
+  tokens: facts.outputTokens,
+  token: tokenText,
+  tail: [`${argumentsClose}}` + messageEnd(facts, "tool_use")],
+  malformed: `"oops`,
+})
+
+const jsonDelta = (partial: string): string =>
+  sse(
+    "content_block_delta",
+    `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"${inString(partial)}"}}`,
+  )
+
+/** A message stream with one `tool_use` block whose input arrives as `input_json_delta` events, one per token. */
+export const toolUseStream = (facts: MessageFacts, call: ToolCall): BodyPlan => ({
+  head: [
+    messageStart(facts),
     sse(
-      "message_delta",
-      `{"type":"message_delta","delta":{"stop_reason":"${stopReason(facts)}","stop_sequence":null}` +
-        (facts.usage ? `,"usage":{"output_tokens":${facts.outputTokens}}` : "") +
-        "}",
+      "content_block_start",
+      `{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":${json(call.id)},` +
+        `"name":${json(call.name)},"input":{}}}`,
     ),
-    sse("message_stop", `{"type":"message_stop"}`),
+    ping,
+    jsonDelta(argumentsOpen),
+  ],
+  tokens: facts.outputTokens,
+  token: (index) => jsonDelta(tokenText(index)),
+  tail: [
+    jsonDelta(argumentsClose),
+    sse("content_block_stop", `{"type":"content_block_stop","index":0}`),
+    messageDelta(facts, "tool_use"),
+    messageStop,
   ],
   malformed: `event: content_block_delta\ndata: {"type":"content_block_delta",oops\n\n`,
 })

@@ -6,14 +6,20 @@ import type { Exchange } from "./exchange.js"
 import type { AfterTokens } from "./scenario.js"
 
 /**
+ * One piece of a body: a string, or a function giving its chunks lazily, for an event that repeats the whole
+ * output text (a Responses stream's `response.completed`); its chunks go out back to back, one delay for all.
+ */
+export type Piece = string | (() => Iterable<string>)
+
+/**
  * A response body as pieces: `head`, then `tokens` pieces made by `token(i)`, then `tail`. For a stream each
  * piece is one SSE event; for JSON they are fragments whose concatenation is the document.
  */
 export interface BodyPlan {
-  readonly head: ReadonlyArray<string>
+  readonly head: ReadonlyArray<Piece>
   readonly tokens: number
   readonly token: (index: number) => string
-  readonly tail: ReadonlyArray<string>
+  readonly tail: ReadonlyArray<Piece>
   /** Sent by `malformed-after:N-tokens` before the response ends: not valid JSON in this format. */
   readonly malformed: string
 }
@@ -43,16 +49,24 @@ export const emitBody = async (exchange: Exchange, plan: BodyPlan, options: Emit
     pendingLength = 0
     await exchange.write(chunk)
   }
-  const put = async (piece: string): Promise<void> => {
-    if (options.stream) {
-      if (delayMs > 0) await exchange.sleep(delayMs)
-      const wait = exchange.write(piece)
+  const putChunk = (chunk: string): Promise<void> | undefined => {
+    if (options.stream) return exchange.write(chunk)
+    pending.push(chunk)
+    pendingLength += chunk.length
+    return pendingLength >= coalesceBytes ? flush() : undefined
+  }
+  const put = async (piece: Piece): Promise<void> => {
+    if (options.stream && delayMs > 0) await exchange.sleep(delayMs)
+    if (typeof piece === "string") {
+      const wait = putChunk(piece)
       if (wait !== undefined) await wait
       return
     }
-    pending.push(piece)
-    pendingLength += piece.length
-    if (pendingLength >= coalesceBytes) await flush()
+    for (const chunk of piece()) {
+      if (exchange.closed) return
+      const wait = putChunk(chunk)
+      if (wait !== undefined) await wait
+    }
   }
   const act = async (after: AfterTokens): Promise<void> => {
     await flush()

@@ -1,15 +1,17 @@
 /**
  * The model endpoints of the fake provider: validate the body, apply the scenario, and answer in the
- * endpoint's wire format.
+ * endpoint's wire format (plans.ts builds the body, emit.ts writes it).
  */
-import { randomBytes } from "node:crypto"
 import * as Anthropic from "./anthropic.js"
 import { emitBody } from "./emit.js"
 import type { BodyPlan } from "./emit.js"
+import * as Embeddings from "./embeddings.js"
 import type { Exchange, Headers } from "./exchange.js"
 import * as OpenAI from "./openai.js"
+import { anthropicPlan, chatPlan, randomId, responsesPlan } from "./plans.js"
+import type { PlanInput } from "./plans.js"
 import type { Scenario, StatusError } from "./scenario.js"
-import { anthropicInputTokens, numberField, openaiInputTokens, planOutput } from "./tokens.js"
+import { anthropicInputTokens, numberField } from "./tokens.js"
 
 /** A model endpoint, as routed from the method and path. */
 export type Endpoint =
@@ -18,12 +20,8 @@ export type Endpoint =
   | { readonly kind: "vertex"; readonly model: string; readonly stream: boolean }
   | { readonly kind: "vertex_count_tokens" }
   | { readonly kind: "chat_completions" }
-
-const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-
-/** `prefix` + 24 random base62 characters. */
-export const randomId = (prefix: string): string =>
-  prefix + Array.from(randomBytes(24), (byte) => base62[byte % 62]).join("")
+  | { readonly kind: "responses" }
+  | { readonly kind: "embeddings" }
 
 const isRecord = (value: unknown): value is Record<string, unknown> =>
   typeof value === "object" && value !== null && !Array.isArray(value)
@@ -77,6 +75,8 @@ const statusHeaders = (format: Format, error: StatusError): Headers => ({
 
 /** A validation problem of the body, phrased like the real API, or undefined. */
 const bodyProblem = (endpoint: Endpoint, body: Record<string, unknown>): string | undefined => {
+  if (endpoint.kind === "responses")
+    return typeof body["model"] !== "string" ? "Missing required parameter: 'model'." : undefined
   if (!Array.isArray(body["messages"])) return "messages: Field required"
   if (endpoint.kind === "chat_completions" && typeof body["model"] !== "string")
     return "model: Field required"
@@ -91,6 +91,17 @@ const bodyProblem = (endpoint: Endpoint, body: Record<string, unknown>): string 
   return undefined
 }
 
+const isOpenai = (endpoint: Endpoint): boolean =>
+  endpoint.kind === "chat_completions" || endpoint.kind === "responses" || endpoint.kind === "embeddings"
+
+/** `inband-error:TYPE` on a non-stream request: the error as an HTTP status and error body. */
+const respondInbandError = (exchange: Exchange, format: Format, type: string): void =>
+  exchange.respond(
+    Anthropic.statusForErrorType(type),
+    { ...format.headers(), ...jsonType },
+    format.errorJson(type, `fake ${type}`),
+  )
+
 /** Answers one model request under `scenario`; resolves when the response ended or the client went away. */
 export const handleEndpoint = async (
   exchange: Exchange,
@@ -98,7 +109,7 @@ export const handleEndpoint = async (
   rawBody: string,
   scenario: Scenario,
 ): Promise<void> => {
-  const format = endpoint.kind === "chat_completions" ? openaiFormat : anthropicFormat
+  const format = isOpenai(endpoint) ? openaiFormat : anthropicFormat
   if (scenario.hangBeforeHeaders) return exchange.waitClose()
   const stall = scenario.stallErrorBody
   if (stall !== undefined) {
@@ -116,6 +127,7 @@ export const handleEndpoint = async (
 
   const body = parseObject(rawBody)
   if (body === undefined) return respondError(exchange, format, 400, "the request body is not a JSON object")
+  if (endpoint.kind === "embeddings") return answerEmbeddings(exchange, body, scenario)
   const problem = bodyProblem(endpoint, body)
   if (problem !== undefined) return respondError(exchange, format, 400, problem)
 
@@ -127,18 +139,15 @@ export const handleEndpoint = async (
 
   const stream = endpoint.kind === "vertex" ? endpoint.stream : body["stream"] === true
   if (!stream) await exchange.sleep(scenario.delayMs)
-  if (scenario.inbandError !== undefined && !stream) {
-    const status = Anthropic.statusForErrorType(scenario.inbandError)
-    return exchange.respond(
-      status,
-      { ...format.headers(), ...jsonType },
-      format.errorJson(scenario.inbandError, `fake ${scenario.inbandError}`),
-    )
-  }
-  const plan =
+  if (scenario.inbandError !== undefined && !stream)
+    return respondInbandError(exchange, format, scenario.inbandError)
+  const input: PlanInput = { body, rawBody, scenario, stream }
+  const plan: BodyPlan =
     endpoint.kind === "chat_completions"
-      ? openaiPlan(body, scenario, stream)
-      : anthropicPlan(endpoint, body, scenario, stream)
+      ? chatPlan(input)
+      : endpoint.kind === "responses"
+        ? responsesPlan(input)
+        : anthropicPlan(input, endpoint.kind === "vertex" ? endpoint.model : String(body["model"]))
   exchange.writeHead(200, { ...format.headers(), ...(stream ? sseType : jsonType) })
   const after = scenario.inbandError === undefined ? scenario.after : undefined
   return emitBody(exchange, plan, {
@@ -148,42 +157,20 @@ export const handleEndpoint = async (
   })
 }
 
-const anthropicPlan = (
-  endpoint: Endpoint,
+/** `POST /v1/embeddings`: always JSON; `*-after:N-tokens` counts embedding entries. */
+const answerEmbeddings = async (
+  exchange: Exchange,
   body: Record<string, unknown>,
   scenario: Scenario,
-  stream: boolean,
-): BodyPlan => {
-  const output = planOutput(scenario, numberField(body, "max_tokens"))
-  const model = endpoint.kind === "vertex" ? endpoint.model : String(body["model"])
-  const facts: Anthropic.MessageFacts = {
-    id: randomId("msg_"),
-    model,
-    inputTokens: anthropicInputTokens(body),
-    outputTokens: output.tokens,
-    hitLimit: output.hitLimit,
-    usage: !scenario.noUsage,
-  }
-  if (scenario.inbandError !== undefined) return Anthropic.inbandErrorStream(facts, scenario.inbandError)
-  return stream ? Anthropic.messageStream(facts) : Anthropic.messageJson(facts)
-}
-
-const openaiPlan = (body: Record<string, unknown>, scenario: Scenario, stream: boolean): BodyPlan => {
-  const output = planOutput(
-    scenario,
-    numberField(body, "max_completion_tokens") ?? numberField(body, "max_tokens"),
-  )
-  const options = body["stream_options"]
-  const facts: OpenAI.CompletionFacts = {
-    id: randomId("chatcmpl-"),
-    model: String(body["model"]),
-    created: Math.floor(Date.now() / 1000),
-    inputTokens: openaiInputTokens(body),
-    outputTokens: output.tokens,
-    hitLimit: output.hitLimit,
-    usage: !scenario.noUsage,
-    includeUsage: isRecord(options) && options["include_usage"] === true,
-  }
-  if (scenario.inbandError !== undefined) return OpenAI.inbandErrorStream(facts, scenario.inbandError)
-  return stream ? OpenAI.completionStream(facts) : OpenAI.completionJson(facts)
+): Promise<void> => {
+  const request = Embeddings.parseEmbeddingsRequest(body)
+  if (typeof request === "string") return respondError(exchange, openaiFormat, 400, request)
+  await exchange.sleep(scenario.delayMs)
+  if (scenario.inbandError !== undefined)
+    return respondInbandError(exchange, openaiFormat, scenario.inbandError)
+  exchange.writeHead(200, { ...openaiFormat.headers(), ...jsonType })
+  return emitBody(exchange, Embeddings.embeddingsJson(request, !scenario.noUsage), {
+    stream: false,
+    ...(scenario.after !== undefined ? { after: scenario.after } : {}),
+  })
 }

@@ -7,8 +7,10 @@ import { ScenarioError, startFakeProvider } from "./server.js"
 const usage = `usage: fakeprovider --listen HOST:PORT [--scenario S] [--name N]
 
 Answers the Anthropic (/v1/messages, /v1/messages/count_tokens), OpenAI/Ollama
-(/v1/chat/completions) and Vertex (.../publishers/anthropic/models/M:rawPredict,
-:streamRawPredict) wire formats deterministically.
+(/v1/chat/completions, /v1/responses, /v1/embeddings) and Vertex
+(.../publishers/anthropic/models/M:rawPredict, :streamRawPredict) wire formats
+deterministically. A request that declares tools gets one call of its first tool
+unless its last turn is a tool result or tool_choice is none.
 
 flags (single-dash spellings such as -listen also work; --flag=value too):
   --listen HOST:PORT   address to listen on; port 0 picks a free port (default 127.0.0.1:0)
@@ -17,7 +19,8 @@ flags (single-dash spellings such as -listen also work; --flag=value too):
                          ok, status:N, status:N:RETRY_AFTER, hang-before-headers,
                          hang-after:N-tokens, reset-after:N-tokens, malformed-after:N-tokens,
                          no-usage, tokens:N, max-tokens, delay:MS, error-body-stall:N,
-                         inband-error:TYPE
+                         inband-error:TYPE, inband-error-event:TYPE (Responses: an
+                         error event instead of response.failed)
   --name N             echoed in an x-fake-name response header
   --help               print this help
 

@@ -4,6 +4,8 @@
  */
 import type { BodyPlan } from "./emit.js"
 import { tokenText } from "./tokens.js"
+import { argumentsClose, argumentsOpen, inString } from "./tools.js"
+import type { ToolCall } from "./tools.js"
 
 /** What one generated completion says. */
 export interface CompletionFacts {
@@ -67,6 +69,55 @@ export const completionStream = (facts: CompletionFacts): BodyPlan => {
     token: (index) => chunk(facts, choice(`{"content":"${tokenText(index)}"}`, null), nullUsage),
     tail: [
       chunk(facts, choice("{}", finishReason(facts)), nullUsage),
+      ...(withUsage ? [chunk(facts, "[]", `,"usage":${usage(facts)}`)] : []),
+      data("[DONE]"),
+    ],
+    malformed: data(`{"id":${json(facts.id)},"object":"chat.completion.chunk",oops`),
+  }
+}
+
+/** A non-stream completion whose message makes one tool call; the argument tokens sit inside `arguments`. */
+export const toolCallJson = (facts: CompletionFacts, call: ToolCall): BodyPlan => ({
+  head: [
+    `{"id":${json(facts.id)},"object":"chat.completion","created":${facts.created},"model":${json(facts.model)},` +
+      `"choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":${json(call.id)},` +
+      `"type":"function","function":{"name":${json(call.name)},"arguments":"${inString(argumentsOpen)}`,
+  ],
+  tokens: facts.outputTokens,
+  token: tokenText,
+  tail: [
+    `${inString(argumentsClose)}"}}],"refusal":null},"logprobs":null,"finish_reason":"tool_calls"}]` +
+      (facts.usage ? `,"usage":${usage(facts)}` : "") +
+      `,"system_fingerprint":null}`,
+  ],
+  malformed: `"oops`,
+})
+
+const argumentsDelta = (text: string): string =>
+  `{"tool_calls":[{"index":0,"function":{"arguments":"${inString(text)}"}}]}`
+
+/**
+ * A completion stream with one tool call: the role chunk carries the call's id and name, then one chunk per
+ * argument piece (`{"query":"`, each token, `"}`), the `tool_calls` finish chunk, the usage chunk when asked,
+ * `[DONE]`.
+ */
+export const toolCallStream = (facts: CompletionFacts, call: ToolCall): BodyPlan => {
+  const withUsage = facts.usage && facts.includeUsage
+  const nullUsage = withUsage ? `,"usage":null` : ""
+  const piece = (delta: string): string => chunk(facts, choice(delta, null), nullUsage)
+  return {
+    head: [
+      piece(
+        `{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":${json(call.id)},"type":"function",` +
+          `"function":{"name":${json(call.name)},"arguments":""}}],"refusal":null}`,
+      ),
+      piece(argumentsDelta(argumentsOpen)),
+    ],
+    tokens: facts.outputTokens,
+    token: (index) => piece(argumentsDelta(tokenText(index))),
+    tail: [
+      piece(argumentsDelta(argumentsClose)),
+      chunk(facts, choice("{}", "tool_calls"), nullUsage),
       ...(withUsage ? [chunk(facts, "[]", `,"usage":${usage(facts)}`)] : []),
       data("[DONE]"),
     ],

@@ -2,7 +2,10 @@
  * Scenario strings of the fake provider (`--scenario`, `x-fake-scenario`).
  *
  * A scenario is a comma-separated list of items, for example `tokens:40,delay:5`.
- * See the scenario table in the reliability seed and SPEC.md "The fake provider".
+ * See the scenario table in the reliability seed and SPEC.md "The fake provider". Beyond those:
+ * `inband-error:TYPE` (a 200 stream carrying an error; an error status for a non-stream request) and
+ * `inband-error-event:TYPE` (the same, but a Responses stream reports it as `event: error` rather than
+ * `response.failed`).
  */
 
 /** What happens after a stream (or a non-stream JSON prefix) has sent `tokens` tokens. */
@@ -32,6 +35,11 @@ export interface Scenario {
   readonly after?: AfterTokens
   /** `inband-error:TYPE`: a 200 stream that carries an error event of this type. */
   readonly inbandError?: string
+  /**
+   * `inband-error-event:TYPE` sets {@link inbandError} and this: a Responses stream reports the error as an
+   * `event: error` instead of `response.failed`. The other endpoints treat it as `inband-error:TYPE`.
+   */
+  readonly inbandErrorEvent?: boolean
   /** `no-usage`: responses carry no usage fields. */
   readonly noUsage: boolean
   /** `tokens:N`: exactly N output tokens, ignoring `max_tokens`. */
@@ -101,10 +109,11 @@ const applyItem = (scenario: Scenario, item: string): Scenario => {
       return { ...scenario, tokens: single() }
     case "delay":
       return { ...scenario, delayMs: single() }
-    case "inband-error": {
+    case "inband-error":
+    case "inband-error-event": {
       const type = rest.join(":")
       if (!/^[a-z_]+$/.test(type)) throw new Error(`"${item}" needs an error type such as overloaded_error`)
-      return { ...scenario, inbandError: type }
+      return { ...scenario, inbandError: type, inbandErrorEvent: name === "inband-error-event" }
     }
     default:
       throw new Error(`unknown item "${item}"`)

@@ -1,6 +1,7 @@
 /**
- * The fake provider: a plain `node:http` server that answers the Anthropic, OpenAI/Ollama and Vertex wire
- * formats deterministically, misbehaves on request (scenarios), and records what reached it.
+ * The fake provider: a plain `node:http` server that answers the Anthropic, OpenAI/Ollama (Chat Completions,
+ * Responses, embeddings) and Vertex wire formats deterministically, calls a tool when the request declares
+ * tools (tools.ts), misbehaves on request (scenarios), and records what reached it.
  */
 import { createServer } from "node:http"
 import type { IncomingMessage, ServerResponse } from "node:http"
@@ -53,6 +54,8 @@ const route = (path: string): Endpoint | undefined => {
   if (path === "/v1/messages") return { kind: "messages" }
   if (path === "/v1/messages/count_tokens") return { kind: "count_tokens" }
   if (path === "/v1/chat/completions") return { kind: "chat_completions" }
+  if (path === "/v1/responses") return { kind: "responses" }
+  if (path === "/v1/embeddings") return { kind: "embeddings" }
   const vertex = vertexPath.exec(path)
   if (vertex === null) return undefined
   const model = decodeURIComponent(vertex[1] ?? "")

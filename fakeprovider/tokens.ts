@@ -51,12 +51,53 @@ export const anthropicInputTokens = (body: Record<string, unknown>): number =>
 export const openaiInputTokens = (body: Record<string, unknown>): number =>
   messagesText(body["messages"]).reduce((n, text) => n + countTokens(text), 0)
 
+/**
+ * Text of one Responses input item: message content (a string, or input_text / output_text parts), or a
+ * function_call_output's `output` string.
+ */
+const responsesItemText = (item: unknown): ReadonlyArray<string> => {
+  if (typeof item === "string") return [item]
+  if (!isRecord(item)) return []
+  if (item["type"] === "function_call_output")
+    return typeof item["output"] === "string" ? [item["output"]] : []
+  const content = item["content"]
+  if (typeof content === "string") return [content]
+  if (!Array.isArray(content)) return []
+  return content.flatMap((part) =>
+    isRecord(part) &&
+    (part["type"] === "input_text" || part["type"] === "output_text") &&
+    typeof part["text"] === "string"
+      ? [part["text"]]
+      : [],
+  )
+}
+
+/** Input tokens of an OpenAI Responses body: `instructions` plus the text of `input` (a string or items). */
+export const responsesInputTokens = (body: Record<string, unknown>): number => {
+  const instructions = body["instructions"]
+  const input = body["input"]
+  const texts = [
+    ...(typeof instructions === "string" ? [instructions] : []),
+    ...(Array.isArray(input) ? input.flatMap(responsesItemText) : responsesItemText(input)),
+  ]
+  return texts.reduce((n, text) => n + countTokens(text), 0)
+}
+
 /** The text of output token `index` (0-based). */
 export const tokenText = (index: number): string => `tok${index} `
 
 /** The full output text of `count` tokens. Only for small counts (tests, non-streaming helpers). */
 export const outputText = (count: number): string =>
   Array.from({ length: count }, (_, i) => tokenText(i)).join("")
+
+/** The output text of `count` tokens in chunks of at most 4096 tokens, for events that repeat a long text. */
+export function* outputTextChunks(count: number): Generator<string> {
+  for (let start = 0; start < count; start += 4096) {
+    let chunk = ""
+    for (let index = start; index < Math.min(count, start + 4096); index++) chunk += tokenText(index)
+    yield chunk
+  }
+}
 
 /** How many tokens a response generates and why it stops. */
 export interface OutputPlan {

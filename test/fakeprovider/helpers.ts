@@ -83,3 +83,25 @@ export const sseData = (text: string): Array<string> =>
 
 /** Number of Anthropic text deltas in a body. */
 export const deltaCount = (text: string): number => text.split("event: content_block_delta\n").length - 1
+
+/** A minimal OpenAI Responses body. */
+export const responsesBody = (extra: Record<string, unknown> = {}): Record<string, unknown> => ({
+  model: "gpt-test",
+  input: "Hello, world!",
+  ...extra,
+})
+
+/** A minimal OpenAI embeddings body (float vectors, so that tests read numbers). */
+export const embeddingsBody = (extra: Record<string, unknown> = {}): Record<string, unknown> => ({
+  model: "emb-test",
+  input: "Hello, world!",
+  encoding_format: "float",
+  ...extra,
+})
+
+/** SSE `event:` names of a body, in order. */
+export const sseEvents = (text: string): Array<string> =>
+  text
+    .split("\n")
+    .filter((line) => line.startsWith("event: "))
+    .map((line) => line.slice("event: ".length))

@@ -1,0 +1,123 @@
+/**
+ * From a validated request body and its scenario to the body of the answer, per API: the facts (ids, model,
+ * token counts, stop reason) and whether the answer is text, a tool call (tools.ts) or an in-band error.
+ */
+import { randomBytes } from "node:crypto"
+import * as Anthropic from "./anthropic.js"
+import type { BodyPlan } from "./emit.js"
+import * as OpenAI from "./openai.js"
+import * as Responses from "./responses.js"
+import type { Scenario } from "./scenario.js"
+import {
+  anthropicInputTokens,
+  numberField,
+  openaiInputTokens,
+  planOutput,
+  responsesInputTokens,
+} from "./tokens.js"
+import type { OutputPlan } from "./tokens.js"
+import { toolCallId, toolToCall, toolTokens } from "./tools.js"
+import type { ToolApi, ToolCall } from "./tools.js"
+
+const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+/** `prefix` + 24 random base62 characters. */
+export const randomId = (prefix: string): string =>
+  prefix + Array.from(randomBytes(24), (byte) => base62[byte % 62]).join("")
+
+const isRecord = (value: unknown): value is Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
+/** One request as the plans read it. */
+export interface PlanInput {
+  readonly body: Record<string, unknown>
+  /** The body as received: tool call ids are hashed from it. */
+  readonly rawBody: string
+  readonly scenario: Scenario
+  readonly stream: boolean
+}
+
+/** The answer's output size, and the tool it calls (then at most 16 argument tokens, never "hit the limit"). */
+const answerShape = (
+  api: ToolApi,
+  input: PlanInput,
+  limit: number | undefined,
+): { readonly output: OutputPlan; readonly tool: string | undefined } => {
+  const output = planOutput(input.scenario, limit)
+  const tool = toolToCall(api, input.body)
+  return tool === undefined
+    ? { output, tool }
+    : { output: { tokens: toolTokens(output.tokens), hitLimit: false }, tool }
+}
+
+/** Anthropic Messages (and Vertex, whose model comes from the URL). */
+export const anthropicPlan = (input: PlanInput, model: string): BodyPlan => {
+  const { output, tool } = answerShape("anthropic", input, numberField(input.body, "max_tokens"))
+  const facts: Anthropic.MessageFacts = {
+    id: randomId("msg_"),
+    model,
+    inputTokens: anthropicInputTokens(input.body),
+    outputTokens: output.tokens,
+    hitLimit: output.hitLimit,
+    usage: !input.scenario.noUsage,
+  }
+  const { inbandError } = input.scenario
+  if (inbandError !== undefined) return Anthropic.inbandErrorStream(facts, inbandError)
+  if (tool !== undefined) {
+    const call: ToolCall = { name: tool, id: toolCallId("toolu_", input.rawBody) }
+    return input.stream ? Anthropic.toolUseStream(facts, call) : Anthropic.toolUseJson(facts, call)
+  }
+  return input.stream ? Anthropic.messageStream(facts) : Anthropic.messageJson(facts)
+}
+
+/** OpenAI Chat Completions. */
+export const chatPlan = (input: PlanInput): BodyPlan => {
+  const { body } = input
+  const limit = numberField(body, "max_completion_tokens") ?? numberField(body, "max_tokens")
+  const { output, tool } = answerShape("chat", input, limit)
+  const options = body["stream_options"]
+  const facts: OpenAI.CompletionFacts = {
+    id: randomId("chatcmpl-"),
+    model: String(body["model"]),
+    created: Math.floor(Date.now() / 1000),
+    inputTokens: openaiInputTokens(body),
+    outputTokens: output.tokens,
+    hitLimit: output.hitLimit,
+    usage: !input.scenario.noUsage,
+    includeUsage: isRecord(options) && options["include_usage"] === true,
+  }
+  const { inbandError } = input.scenario
+  if (inbandError !== undefined) return OpenAI.inbandErrorStream(facts, inbandError)
+  if (tool !== undefined) {
+    const call: ToolCall = { name: tool, id: toolCallId("call_", input.rawBody) }
+    return input.stream ? OpenAI.toolCallStream(facts, call) : OpenAI.toolCallJson(facts, call)
+  }
+  return input.stream ? OpenAI.completionStream(facts) : OpenAI.completionJson(facts)
+}
+
+/** OpenAI Responses. */
+export const responsesPlan = (input: PlanInput): BodyPlan => {
+  const { body, rawBody, scenario } = input
+  const { output, tool } = answerShape("responses", input, numberField(body, "max_output_tokens"))
+  const facts: Responses.ResponseFacts = {
+    id: randomId("resp_"),
+    model: String(body["model"]),
+    createdAt: Math.floor(Date.now() / 1000),
+    inputTokens: responsesInputTokens(body),
+    outputTokens: output.tokens,
+    hitLimit: output.hitLimit,
+    usage: !scenario.noUsage,
+    echo: Responses.echoFields(body),
+    item:
+      tool === undefined
+        ? { kind: "message", id: randomId("msg_") }
+        : {
+            kind: "function_call",
+            id: toolCallId("fc_", rawBody),
+            call: { name: tool, id: toolCallId("call_", rawBody) },
+          },
+  }
+  if (scenario.inbandError !== undefined)
+    return Responses.inbandErrorStream(facts, scenario.inbandError, scenario.inbandErrorEvent === true)
+  return input.stream ? Responses.responseStream(facts) : Responses.responseJson(facts)
+}
