@@ -1,8 +1,8 @@
 // The load generator, run by bench/run.mjs in its own process (so it never shares an event loop with a
 // server under test). One run per process: `node bench/load.mjs '<spec JSON>'`.
 //
-// spec: { origin, path, headers, body, stream, expect, expectHeaders, mode, warmupS, durationS, concurrency,
-//         rps }
+// spec: { origin, path, headers, body, stream, expect, expectHeaders, validate, mode, warmupS, durationS,
+//         concurrency, rps }
 //   mode "closed":  `concurrency` requests always in flight for warmupS + durationS;
 //                   rate = responses completed inside the measured window ÷ durationS.
 //   mode "open":    one request every 1/rps s scheduled by time, not by completion (open loop, so a slow
@@ -10,7 +10,8 @@
 //                   requests scheduled inside the measured window.
 // A response counts only when its status is 2xx, it has the `expectHeaders` (name: true for present, or the
 // exact value), and its body was read to the end and contains `expect` (streams: in their last 64 bytes,
-// so a stream cut short does not count). Everything else is counted in
+// so a stream cut short does not count), and, when `validate` names one of bench/lib/validate.mjs's checks,
+// its whole body passes it (else `invalid-body:REASON`). Everything else is counted in
 // `errors` by kind, warm-up included. Each request has 10 s for headers and 10 s between body chunks.
 //
 // Prints `phase measure-start` / `phase measure-end` lines at the window edges (run.mjs samples the
@@ -18,6 +19,7 @@
 import { performance } from "node:perf_hooks"
 import { Pool } from "undici"
 import { headerProblem } from "./lib/setup.mjs"
+import { bodyProblem } from "./lib/validate.mjs"
 
 const spec = JSON.parse(process.argv[2])
 const payload = Buffer.from(spec.body)
@@ -55,6 +57,15 @@ const countEvents = (chunk, carry) => {
   return events
 }
 
+/** Whether a whole body passes `spec.validate` (always, without one); counts the failure when not. */
+const valid = (bytes) => {
+  if (spec.validate === undefined) return true
+  const problem = bodyProblem(spec.validate, bytes.toString("utf8"))
+  if (problem === undefined) return true
+  countError(`invalid-body:${problem}`)
+  return false
+}
+
 /** Sends one request and reads the response to its end. Resolves true when it counts as a success. */
 const send = async () => {
   let response
@@ -83,6 +94,7 @@ const send = async () => {
         countError("unexpected-body")
         return false
       }
+      if (!valid(bytes)) return false
       countOk(bytes.length)
       return true
     }
@@ -90,7 +102,9 @@ const send = async () => {
     let endsInNewline = false
     let bytes = 0
     let events = 0
+    const chunks = spec.validate === undefined ? undefined : []
     for await (const chunk of body) {
+      chunks?.push(chunk)
       bytes += chunk.length
       events += countEvents(chunk, endsInNewline)
       endsInNewline = chunk[chunk.length - 1] === 10
@@ -101,6 +115,7 @@ const send = async () => {
       countError("incomplete-stream")
       return false
     }
+    if (chunks !== undefined && !valid(Buffer.concat(chunks))) return false
     countOk(bytes)
     stats.events += events
     return true

@@ -4,11 +4,15 @@
 // second fake answering 529 for the rows that need them), then runs the measurements of every row, each
 // in a fresh load-generator process, rotating the row order between measurements, then the paired phase
 // (adjacent plain-proxy / Tollgate runs, the headline ratio), then the open-streams phase (BENCH_STREAMS SSE
-// streams held open at once through each server, its RSS sampled). Prints a table, then the same results as
-// one JSON line (the last line of stdout).
+// streams held open at once through each server, its RSS sampled). Before the open-streams phase, the
+// API-path phase: the OpenAI Responses API through Tollgate and through the plain proxy, and Chat
+// Completions through a translating route (to an Anthropic target) next to the plain proxy and Tollgate's
+// untranslated route, in adjacent runs. Prints a table, then the same results as one JSON line (the last
+// line of stdout).
 // Options (env): BENCH_DURATION_S (5), BENCH_WARMUP_S (1), BENCH_PRIME_S (6), BENCH_CONCURRENCY (64), BENCH_RPS (500),
 // BENCH_ROUNDS (1), BENCH_PAIRS (4), BENCH_PAIR_S (3), BENCH_STREAMS (1000), BENCH_API (anthropic | openai), BENCH_UPSTREAM (fake | stub), BENCH_LIMITS (1 | 0),
-// BENCH_REDIS (1 | 0), BENCH_FALLBACK (1 | 0), BENCH_TOLLGATE, BENCH_FAKEPROVIDER and BENCH_REDIS_SERVER
+// BENCH_REDIS (1 | 0), BENCH_FALLBACK (1 | 0), BENCH_RESPONSES (1 | 0), BENCH_TRANSLATED (1 | 0), BENCH_PATH_ROUNDS (2),
+// BENCH_TOLLGATE, BENCH_FAKEPROVIDER and BENCH_REDIS_SERVER
 // (binary paths; default bin/tollgate, bin/fakeprovider, redis-server on PATH). See bench/README.md.
 import { existsSync, rmSync } from "node:fs"
 import { mkdtemp, rm } from "node:fs/promises"
@@ -29,7 +33,15 @@ import {
   which,
 } from "./lib/procs.mjs"
 import { redisCommand, startRedis } from "./lib/redis.mjs"
-import { formatSummary, holdsStreams, kindsOf, LABELS, summarise, TARGETS } from "./lib/report.mjs"
+import {
+  formatSummary,
+  holdsStreams,
+  kindsOf,
+  LABELS,
+  PATH_GROUPS,
+  summarise,
+  TARGETS,
+} from "./lib/report.mjs"
 import {
   headerProblem,
   requestFor,
@@ -37,6 +49,7 @@ import {
   UPSTREAM_KEY_ENV,
   writeTollgateConfig,
 } from "./lib/setup.mjs"
+import { bodyProblem } from "./lib/validate.mjs"
 
 const here = dirname(fileURLToPath(import.meta.url))
 const root = join(here, "..")
@@ -74,6 +87,10 @@ const readOptions = () => ({
   limits: flag("BENCH_LIMITS"),
   redis: flag("BENCH_REDIS"),
   fallback: flag("BENCH_FALLBACK"),
+  responses: flag("BENCH_RESPONSES"),
+  translated: flag("BENCH_TRANSLATED"),
+  // Rounded up to an even count, like BENCH_PAIRS: the order of each group alternates from round to round.
+  pathRounds: 2 * Math.ceil(Math.round(number("BENCH_PATH_ROUNDS", 2, { zero: true })) / 2),
   jsonTokens: 16,
   streamTokens: 50,
 })
@@ -94,6 +111,17 @@ const enabled = TARGETS.filter(
     !(target === "tollgate_fallback" && !options.fallback),
 )
 
+/** The groups of the API-path phase this run measures (none with BENCH_PATH_ROUNDS=0), and their rows. */
+const pathGroups =
+  options.pathRounds === 0
+    ? []
+    : Object.entries(PATH_GROUPS)
+        .filter(([group]) => (group === "responses" ? options.responses : options.translated))
+        .map(([, rows]) => rows)
+const pathRows = pathGroups.flat()
+/** The rows that are the plain proxy on another path (the same process as the main table's plain proxy). */
+const PROXY_ALIASES = new Set(["plain_proxy_responses", "plain_proxy_chat"])
+
 const log = (line) => process.stderr.write(`${line}\n`)
 
 /**
@@ -113,6 +141,8 @@ const smokeTest = async (url, target) => {
       const problem = headerProblem(req.expectHeaders, res.headers)
       if (problem !== undefined) return `${what} ${problem}`
       if (!text.includes(req.expect)) return `${what} body without ${req.expect}: ${text.slice(0, 300)}`
+      const invalid = req.validate === undefined ? undefined : bodyProblem(req.validate, text)
+      if (invalid !== undefined) return `${what} body not valid (${invalid}): ${text.slice(0, 300)}`
     } catch (error) {
       return `${what} request failed: ${error.message}`
     }
@@ -190,8 +220,14 @@ const startAll = async (dir) => {
       log(`fake 529        ${failing.url}`)
       return startTollgate("tollgate_fallback", { failingUrl: failing.url })
     },
+    tollgate_responses: () => startTollgate("tollgate_responses", {}),
+    tollgate_chat: () => startTollgate("tollgate_chat", {}),
+    tollgate_translated: () => startTollgate("tollgate_translated", {}),
   }
-  const started = enabled.filter((target) => target !== "direct")
+  const started = [
+    ...enabled.filter((target) => target !== "direct"),
+    ...pathRows.filter((target) => !PROXY_ALIASES.has(target)),
+  ]
   const results = await Promise.allSettled(started.map((target) => starters[target]()))
   started.forEach((target, i) => {
     const result = results[i]
@@ -205,7 +241,11 @@ const startAll = async (dir) => {
       log(`${LABELS[target]}: ${result.reason.message}`)
     }
   })
-  for (const target of enabled) {
+  for (const target of pathRows.filter((target) => PROXY_ALIASES.has(target))) {
+    if (servers.plain_proxy !== undefined) servers[target] = servers.plain_proxy
+    else skipped[target] = `plain proxy not started: ${skipped.plain_proxy ?? "disabled"}`
+  }
+  for (const target of [...enabled, ...pathRows]) {
     if (servers[target] === undefined) continue
     let problem = await smokeTest(servers[target].url, target)
     if (problem === undefined && target === "tollgate_limits_redis") {
@@ -237,9 +277,9 @@ const KINDS = [
  * the plain proxy's +10–30 %), so without it the first kind measured (JSON)
  * would compare a cold Tollgate with a nearly warm proxy.
  */
-const prime = async (servers) => {
+const prime = async (servers, targets) => {
   if (options.primeS <= 0) return
-  for (const target of enabled) {
+  for (const target of targets) {
     const server = servers[target]
     if (server === undefined) continue
     for (const { kind, stream } of KINDS) {
@@ -325,6 +365,57 @@ const measurePairs = async (servers) => {
         log(
           `pair ${index + 1}  ${kind.padEnd(7)} ${LABELS[target].padEnd(26)}  ${result.rate.toFixed(0)}/s${errors}`,
         )
+      }
+    }
+  }
+  return runs
+}
+
+/**
+ * The API-path phase: for JSON, then SSE, `pathRounds` rounds in which each group of PATH_GROUPS runs its
+ * rows one right after the other (`pairS` seconds each, after the usual warm-up), in table order in even
+ * rounds and reversed in odd ones (P T, T P; P C X, X C P), so every row's mean position is the same and a
+ * machine that speeds up or slows down favours none. The Tollgate rows are primed first (their processes
+ * have served nothing yet; the plain proxy has served the whole bench) and their idle RSS sampled into
+ * `rssAfterWarmup`. Every response's whole body is checked (bench/lib/validate.mjs).
+ */
+const measurePaths = async (servers, rssAfterWarmup) => {
+  const runs = []
+  const live = pathGroups.map((rows) => rows.filter((target) => servers[target] !== undefined))
+  if (live.every((rows) => rows.length === 0)) return runs
+  const tollgates = live.flat().filter((target) => !PROXY_ALIASES.has(target))
+  await prime(servers, tollgates)
+  await sleep(1000)
+  for (const target of tollgates) rssAfterWarmup[target] = memoryMb(servers[target].pid)
+  for (const { kind, mode, stream } of KINDS) {
+    if (kind === "latency") continue
+    for (let round = 0; round < options.pathRounds; round++) {
+      for (const rows of live) {
+        for (const target of round % 2 === 0 ? rows : [...rows].reverse()) {
+          const server = servers[target]
+          const req = requestFor({ api: options.api, target, stream, ...options })
+          const spec = { origin: server.url, ...req, mode, ...options, durationS: options.pairS }
+          const result = await runLoad({
+            script: join(here, "load.mjs"),
+            spec,
+            cpuOf: () => cpuTimeMs(server.pid),
+            timeoutMs: (options.warmupS + options.pairS) * 1000 + 60_000,
+          }).catch((error) => {
+            log(`path round ${round + 1} ${kind} ${LABELS[target]}: ${error.message.split("\n")[0]}`)
+            return {
+              completed: 0,
+              rate: 0,
+              cpuMs: null,
+              errors: { "load-generator-failed": 1 },
+              errorCount: 1,
+            }
+          })
+          runs.push({ pair: round, target, kind, result })
+          const errors = result.errorCount > 0 ? `  ERRORS ${JSON.stringify(result.errors)}` : ""
+          log(
+            `path ${round + 1}  ${kind.padEnd(7)} ${LABELS[target].padEnd(26)}  ${result.rate.toFixed(0)}/s${errors}`,
+          )
+        }
       }
     }
   }
@@ -424,7 +515,10 @@ const main = async () => {
         `${options.warmupS} s warm-up + ${options.durationS} s per run, ` +
         `concurrency ${options.concurrency}, latency at ${options.rps} req/s, ${options.rounds} round(s), ` +
         `${options.pairs} proxy/tollgate pair(s) of ${options.pairS} s, ` +
-        `rows: ${enabled.map((target) => LABELS[target]).join(", ")}`,
+        `rows: ${enabled.map((target) => LABELS[target]).join(", ")}` +
+        (pathRows.length === 0
+          ? ""
+          : `; API paths: ${pathRows.map((target) => LABELS[target]).join(", ")}, ${options.pathRounds} round(s) of ${options.pairS} s`),
     )
     const machine = { cpus: availableParallelism(), loadAverageAtStart: Number(loadavg()[0].toFixed(2)) }
     log(`machine: ${machine.cpus} CPUs, load average ${machine.loadAverageAtStart}`)
@@ -432,18 +526,29 @@ const main = async () => {
       log("warning: the machine is busy; absolute numbers will be low and noisy, compare ratios only")
     }
     const { servers, skipped, unavailable } = await startAll(dir)
-    await prime(servers)
+    await prime(servers, enabled)
     // Idle RSS after warm-up: a moment after the priming traffic stopped.
     await sleep(1000)
     const rssAfterWarmup = sampleIdle(servers)
     const runs = await measure(servers)
     const pairRuns = await measurePairs(servers)
+    const pathRuns = await measurePaths(servers, rssAfterWarmup)
     const openStreams = await measureOpenStreams(servers)
     machine.loadAverageAtEnd = Number(loadavg()[0].toFixed(2))
-    const summary = summarise(runs, { enabled, skipped, unavailable, pairRuns, rssAfterWarmup, openStreams })
+    const summary = summarise(runs, {
+      enabled,
+      skipped,
+      unavailable,
+      pairRuns,
+      rssAfterWarmup,
+      openStreams,
+      pathRows,
+      pathRuns,
+      pathRounds: options.pathRounds,
+    })
     const load = `load average (1 min): ${machine.loadAverageAtStart} at start, ${machine.loadAverageAtEnd} at end, ${machine.cpus} CPUs`
     process.stdout.write(`\n${[...formatSummary(summary, options), load].join("\n")}\n`)
-    process.stdout.write(`${JSON.stringify({ options, machine, ...summary, runs, pairRuns })}\n`)
+    process.stdout.write(`${JSON.stringify({ options, machine, ...summary, runs, pairRuns, pathRuns })}\n`)
   } finally {
     await stopAll()
     await rm(dir, { recursive: true, force: true })
@@ -464,7 +569,8 @@ const runsPerRound = enabled.reduce((sum, target) => sum + kindsOf(target).lengt
 const expectedMs =
   options.rounds * runsPerRound * (options.warmupS + options.durationS) * 1000 +
   options.pairs * 4 * (options.warmupS + options.pairS) * 1000 +
-  enabled.length * options.primeS * 1500 +
+  options.pathRounds * 2 * pathRows.length * (options.warmupS + options.pairS) * 1000 +
+  (enabled.length + pathRows.length) * options.primeS * 1500 +
   (options.streams === 0 ? 0 : enabled.filter(holdsStreams).length * 5000)
 setTimeout(
   () => {

@@ -18,7 +18,34 @@ export const LABELS = {
   tollgate_limits_memory: "tollgate+limits(memory)",
   tollgate_limits_redis: "tollgate+limits(redis)",
   tollgate_fallback: "tollgate fallback (529→ok)",
+  plain_proxy_responses: "plain proxy (responses)",
+  tollgate_responses: "tollgate responses",
+  plain_proxy_chat: "plain proxy (chat)",
+  tollgate_chat: "tollgate chat",
+  tollgate_translated: "tollgate translated",
 }
+
+/**
+ * The rows of the API-path phase (after the paired phase; not in the main table), in table order, by
+ * group: each group's rows run one after the other, in an order that alternates from round to round. The
+ * plain-proxy rows are the main table's plain proxy on another path; each Tollgate row is its own process.
+ *   responses    POST /v1/responses through route bench-gpt, and the same body through the plain proxy
+ *   translated   POST /v1/chat/completions through the plain proxy, through bench-gpt (passthrough), and
+ *                through bench-translated (translated to Anthropic Messages and back)
+ */
+export const PATH_GROUPS = {
+  responses: ["plain_proxy_responses", "tollgate_responses"],
+  translated: ["plain_proxy_chat", "tollgate_chat", "tollgate_translated"],
+}
+export const PATH_TARGETS = Object.values(PATH_GROUPS).flat()
+
+/** The ratios the API-path phase reports: `row` ÷ `base`, from the runs of the same round. */
+const PATH_COMPARISONS = [
+  { name: "responsesOverPlainProxy", row: "tollgate_responses", base: "plain_proxy_responses" },
+  { name: "chatOverPlainProxy", row: "tollgate_chat", base: "plain_proxy_chat" },
+  { name: "translatedOverPlainProxy", row: "tollgate_translated", base: "plain_proxy_chat" },
+  { name: "translatedOverChat", row: "tollgate_translated", base: "tollgate_chat" },
+]
 
 /** The measurements of a row: the fallback row has no SSE run (only JSON throughput and latency). */
 export const kindsOf = (target) =>
@@ -65,7 +92,17 @@ const perResponse = (ms, run) =>
  */
 export const summarise = (
   runs,
-  { enabled, skipped, unavailable, pairRuns = [], rssAfterWarmup = {}, openStreams = {} },
+  {
+    enabled,
+    skipped,
+    unavailable,
+    pairRuns = [],
+    rssAfterWarmup = {},
+    openStreams = {},
+    pathRows = [],
+    pathRuns = [],
+    pathRounds = 0,
+  },
 ) => {
   const targets = {}
   let errorCount = 0
@@ -143,7 +180,7 @@ export const summarise = (
   const byTarget = (list, f) => Object.fromEntries(list.map((target) => [target, f(target)]))
   const base = targets.tollgate
   const paired = summarisePairs(pairRuns)
-  errorCount += pairRuns.reduce(
+  errorCount += [...pairRuns, ...pathRuns].reduce(
     (sum, run) => sum + Object.values(run.result.errors ?? {}).reduce((a, n) => a + n, 0),
     0,
   )
@@ -180,9 +217,49 @@ export const summarise = (
         p99: diff(targets[t].latency.p99Ms, targets.direct?.latency?.p99Ms),
       }),
     ),
+    ...(pathRows.length === 0
+      ? {}
+      : { paths: summarisePaths(pathRuns, { pathRows, skipped, rssAfterWarmup, rounds: pathRounds }) }),
     errorCount,
     valid: errorCount === 0 && Object.keys(skipped).length === 0,
   }
+}
+
+/**
+ * The API-path phase (`pathRuns`: `{ pair, target, kind, result }[]`, `pair` being the round): per row of
+ * `pathRows` the median throughput and CPU per response over its rounds (or why it was skipped), and the
+ * ratios of PATH_COMPARISONS whose rows both ran, paired by round like the paired phase.
+ */
+const summarisePaths = (pathRuns, { pathRows, skipped, rssAfterWarmup, rounds }) => {
+  const targets = {}
+  for (const target of pathRows) {
+    if (skipped[target] !== undefined) {
+      targets[target] = { skipped: skipped[target], optional: false }
+      continue
+    }
+    const throughput = (kind) => {
+      const results = pathRuns.filter((r) => r.target === target && r.kind === kind).map((r) => r.result)
+      return {
+        perSecond: median(results.map((r) => r.rate)),
+        serverCpuUsPerResponse: median(results.map((r) => perResponse(r.cpuMs, r))),
+        eventsPerStream: median(results.map((r) => r.eventsPerStream)),
+        errors: results.reduce((acc, r) => addErrors(acc, r.errors), {}),
+        runs: results.length,
+      }
+    }
+    targets[target] = {
+      json: throughput("json"),
+      sse: throughput("sse"),
+      memory: { idleAfterWarmupMb: round1(rssAfterWarmup[target]?.rss) },
+    }
+  }
+  const ratios = {}
+  for (const { name, row, base } of PATH_COMPARISONS) {
+    if ([row, base].some((target) => targets[target] === undefined || targets[target].skipped !== undefined))
+      continue
+    ratios[name] = { row, base, ...summarisePairs(pathRuns, { row, base, delta: true }) }
+  }
+  return { rounds, targets, ratios }
 }
 
 /**
@@ -190,23 +267,25 @@ export const summarise = (
  * proxy of each pair's throughput and of its CPU per response, and their medians and ranges; null for a
  * kind without complete pairs.
  */
-const summarisePairs = (pairRuns) => {
+const summarisePairs = (pairRuns, { row = "tollgate", base = "plain_proxy", delta = false } = {}) => {
   const byKind = {}
   for (const kind of ["json", "sse"]) {
     const throughput = []
     const cpu = []
+    const cpuDelta = []
     const pairs = [...new Set(pairRuns.filter((r) => r.kind === kind).map((r) => r.pair))]
     for (const pair of pairs) {
       const of = (target) =>
         pairRuns.find((r) => r.kind === kind && r.pair === pair && r.target === target)?.result
-      const proxy = of("plain_proxy")
-      const tollgate = of("tollgate")
+      const proxy = of(base)
+      const tollgate = of(row)
       // A pair with a failed run (no rate) has no ratio; its failure is in the error count.
       if (proxy === undefined || tollgate === undefined || !(proxy.rate > 0) || !(tollgate.rate > 0)) continue
       throughput.push(tollgate.rate / proxy.rate)
       const p = perResponse(proxy.cpuMs, proxy)
       const t = perResponse(tollgate.cpuMs, tollgate)
       if (typeof p === "number" && typeof t === "number" && p > 0) cpu.push(t / p)
+      if (typeof p === "number" && typeof t === "number") cpuDelta.push(t - p)
     }
     byKind[kind] =
       throughput.length === 0
@@ -218,6 +297,7 @@ const summarisePairs = (pairRuns) => {
             max: Math.max(...throughput),
             ratios: throughput,
             cpuPerResponseMedian: median(cpu),
+            ...(delta ? { cpuUsDeltaMedian: median(cpuDelta) } : {}),
           }
   }
   return byKind
@@ -365,13 +445,16 @@ export const formatSummary = (summary, options) => {
         `${fmt(o.rssAfterHoldMb)} 1 s later (${fmt(o.kbPerStream, 1)} KB/stream; ${o.open} open in ${fmt(o.openMs)} ms)`,
     )
   })
+  if (summary.paths !== undefined) out.push("", ...formatPaths(summary.paths, options))
   out.push("")
   if (summary.valid) {
     out.push("no errors")
   } else {
-    const skipped = shown.filter(
-      (t) => summary.targets[t].skipped !== undefined && !summary.targets[t].optional,
-    )
+    const pathTargets = summary.paths?.targets ?? {}
+    const skipped = [
+      ...shown.filter((t) => summary.targets[t].skipped !== undefined && !summary.targets[t].optional),
+      ...Object.keys(pathTargets).filter((t) => pathTargets[t].skipped !== undefined),
+    ]
     const why = [
       ...(summary.errorCount > 0 ? [`${summary.errorCount} failed requests`] : []),
       ...skipped.map((target) => `${LABELS[target]} not measured`),
@@ -391,6 +474,62 @@ export const formatSummary = (summary, options) => {
         out.push(`  ${LABELS[target]} open streams: ${held.map(([k, n]) => `${k}×${n}`).join(", ")}`)
       }
     }
+    for (const [target, t] of Object.entries(pathTargets)) {
+      if (t.skipped !== undefined) {
+        out.push(`  ${LABELS[target]}: ${t.skipped}`)
+        continue
+      }
+      for (const kind of ["json", "sse"]) {
+        const errors = Object.entries(t[kind].errors)
+        if (errors.length > 0) {
+          out.push(`  ${LABELS[target]} ${kind}: ${errors.map(([k, n]) => `${k}×${n}`).join(", ")}`)
+        }
+      }
+    }
   }
+  return out
+}
+
+/** The API-path phase's lines: its rows' medians, then the paired ratios. */
+const formatPaths = (paths, options) => {
+  const rows = PATH_TARGETS.filter((target) => paths.targets[target] !== undefined)
+  const out = [
+    `other API paths (${paths.rounds} rounds of adjacent runs, ${options.pairS} s each, order alternating; cells: medians of the rounds):`,
+    ...table(
+      ["", "JSON req/s", "SSE streams/s", "CPU µs/JSON", "CPU µs/SSE", "RSS MB idle"],
+      rows.map((target) => {
+        const t = paths.targets[target]
+        if (t.skipped !== undefined) return [LABELS[target], `skipped: ${t.skipped}`]
+        return [
+          LABELS[target],
+          fmt(t.json.perSecond),
+          fmt(t.sse.perSecond),
+          fmt(t.json.serverCpuUsPerResponse),
+          fmt(t.sse.serverCpuUsPerResponse),
+          fmt(t.memory.idleAfterWarmupMb),
+        ]
+      }),
+    ),
+  ]
+  const compared = Object.values(paths.ratios)
+  if (compared.length === 0) return out
+  const cell = (p) =>
+    p == null ? "—" : `${fmt(p.median, 2)} (${fmt(p.min, 2)}–${fmt(p.max, 2)}, ${p.pairs})`
+  out.push(
+    "",
+    "  paired by round, throughput median (min–max, n), CPU per response ratio and Δ (row − base, medians):",
+    ...table(
+      ["", "JSON ÷", "SSE ÷", "CPU/JSON ÷", "CPU/SSE ÷", "ΔCPU µs/JSON", "ΔCPU µs/SSE"],
+      compared.map(({ row, base, json, sse }) => [
+        `  ${LABELS[row]} ÷ ${LABELS[base]}`,
+        cell(json),
+        cell(sse),
+        fmt(json?.cpuPerResponseMedian, 2),
+        fmt(sse?.cpuPerResponseMedian, 2),
+        signed(json?.cpuUsDeltaMedian, 0),
+        signed(sse?.cpuUsDeltaMedian, 0),
+      ]),
+    ),
+  )
   return out
 }

@@ -10,6 +10,11 @@
 //   tollgate_fallback        memory store, no limits; plus routes whose first target answers 529 (a second
 //                            fake) and whose second target is the normal fake, with the breaker and the
 //                            retry budget set so that every request falls back once
+//   tollgate_responses       the `tollgate` config, in a process of its own that serves only Responses
+//   tollgate_chat            the `tollgate` config, in a process of its own that serves only Chat Completions
+//   tollgate_translated      the `tollgate` config plus route `bench-translated` (`api: openai`,
+//                            `translate: true`) whose only target is the fake as an anthropic provider, so
+//                            Chat Completions requests go out as Anthropic Messages and come back translated
 import { createHash } from "node:crypto"
 import { writeFile } from "node:fs/promises"
 import { join } from "node:path"
@@ -24,6 +29,8 @@ const ROUTES = { anthropic: "bench-claude", openai: "bench-gpt" }
 const FALLBACK_ROUTES = { anthropic: "bench-claude-fallback", openai: "bench-gpt-fallback" }
 const UPSTREAM_MODELS = { anthropic: "fake-claude", openai: "fake-gpt" }
 const PROVIDERS = { anthropic: "fake-anthropic", openai: "fake-openai" }
+/** The route of `tollgate_translated`: OpenAI clients, an Anthropic target, translated both ways. */
+const TRANSLATED_ROUTE = "bench-translated"
 
 /**
  * Limits and budget of the `+limits` variants: high enough that nothing is ever refused. A run sends at
@@ -57,6 +64,15 @@ export const writeTollgateConfig = async (dir, variant, { upstreamUrl, redisUrl,
   const sha256 = createHash("sha256").update(CLIENT_KEY).digest("hex")
   const limited = variant === "tollgate_limits_memory" || variant === "tollgate_limits_redis"
   const fallback = variant === "tollgate_fallback"
+  const translatedRoute =
+    variant === "tollgate_translated"
+      ? `  ${TRANSLATED_ROUTE}:
+    api: openai
+    translate: true
+    targets:
+      - { provider: ${PROVIDERS.anthropic}, model: ${UPSTREAM_MODELS.anthropic} }
+`
+      : ""
   const store =
     variant === "tollgate_limits_redis" ? `  kind: redis\n  url: ${redisUrl}\n` : "  kind: memory\n"
   const fallbackRoutes = fallback
@@ -95,7 +111,7 @@ ${providers("fake", upstreamUrl)}${fallback ? providers("failing", failingUrl) :
     api: openai
     targets:
       - { provider: ${PROVIDERS.openai}, model: ${UPSTREAM_MODELS.openai} }
-${fallbackRoutes}tenants:
+${fallbackRoutes}${translatedRoute}tenants:
   bench:
     keys:
       - { id: bench, sha256: ${sha256} }
@@ -125,6 +141,7 @@ const PROMPT = "You are a benchmark. Reply with a few words about gateways, late
  * exactly the number of delta events.
  */
 export const requestFor = ({ api, target, stream, jsonTokens, streamTokens }) => {
+  if (PATH_ROWS[target] !== undefined) return pathRequestFor({ target, stream, jsonTokens, streamTokens })
   const tollgate = target.startsWith("tollgate")
   const key = tollgate ? CLIENT_KEY : UPSTREAM_KEY
   const model = !tollgate
@@ -161,6 +178,59 @@ export const requestFor = ({ api, target, stream, jsonTokens, streamTokens }) =>
     stream,
     expect: stream ? "[DONE]" : '"completion_tokens"',
     expectHeaders,
+  }
+}
+
+/**
+ * The rows of the API-path phase: the endpoint each sends to and, for the Tollgate rows, the route it
+ * names (the plain-proxy rows send the fake's OpenAI model name and the upstream key, through the same
+ * plain proxy as the main table's row).
+ */
+export const PATH_ROWS = {
+  plain_proxy_responses: { endpoint: "responses" },
+  tollgate_responses: { endpoint: "responses", route: ROUTES.openai },
+  plain_proxy_chat: { endpoint: "chat" },
+  tollgate_chat: { endpoint: "chat", route: ROUTES.openai },
+  tollgate_translated: { endpoint: "chat", route: TRANSLATED_ROUTE },
+}
+
+/**
+ * The request of an API-path row (see `requestFor`): `POST /v1/responses` (`input`, `max_output_tokens`)
+ * or `POST /v1/chat/completions`, both with `validate` set, so the load generator checks every whole body
+ * (bench/lib/validate.mjs). A Responses stream ends with `response.incomplete` (the fake's `max-tokens`
+ * scenario stops at the output limit), whose usage ends the stream; a Chat Completions stream ends with
+ * `[DONE]`.
+ */
+const pathRequestFor = ({ target, stream, jsonTokens, streamTokens }) => {
+  const { endpoint, route } = PATH_ROWS[target]
+  const key = route === undefined ? UPSTREAM_KEY : CLIENT_KEY
+  const model = route ?? UPSTREAM_MODELS.openai
+  const headers = { "content-type": "application/json", authorization: `Bearer ${key}` }
+  const maxTokens = stream ? streamTokens : jsonTokens
+  if (endpoint === "responses") {
+    return {
+      path: "/v1/responses",
+      headers,
+      body: JSON.stringify({ model, input: PROMPT, max_output_tokens: maxTokens, stream }),
+      stream,
+      expect: stream ? '"total_tokens"' : '"output_tokens"',
+      expectHeaders: {},
+      validate: stream ? "response-stream" : "response",
+    }
+  }
+  return {
+    path: "/v1/chat/completions",
+    headers,
+    body: JSON.stringify({
+      model,
+      max_tokens: maxTokens,
+      messages: [{ role: "user", content: PROMPT }],
+      ...(stream ? { stream: true } : {}),
+    }),
+    stream,
+    expect: stream ? "[DONE]" : '"completion_tokens"',
+    expectHeaders: {},
+    validate: stream ? "chat-completion-stream" : "chat-completion",
   }
 }
 

@@ -12,6 +12,7 @@ import type { RetryBudget } from "../reliability/RetryBudget.js"
 import { parseRetryAfter, ruleForInbandError, ruleForStatus, type Rule } from "../reliability/rules.js"
 import { AttemptFailed, AttemptHold, sendAttempt, type AttemptEnv, type AttemptResponse } from "./attempt.js"
 import type { AttemptTally } from "./stages.js"
+import { requestFor, type Translations } from "./translation.js"
 
 /**
  * The response the attempt loop chose for the client: a 2xx to serve, or
@@ -63,7 +64,12 @@ export const makeAttempts = (deps: AttemptDeps) => {
   const { providers, deadlines, breakers, retryBudget, telemetry } = deps
   const env: AttemptEnv = { deadlines, meters: deps.meters }
 
-  return Effect.fnUntraced(function* (tally: AttemptTally, request: ParsedRequest, route: RouteConfig) {
+  return Effect.fnUntraced(function* (
+    tally: AttemptTally,
+    request: ParsedRequest,
+    route: RouteConfig,
+    translations?: Translations | undefined,
+  ) {
     const requestScope = yield* Effect.scope
     retryBudget.recordRequest()
     const outcomes: Array<TargetOutcome> = []
@@ -73,8 +79,9 @@ export const makeAttempts = (deps: AttemptDeps) => {
     let held: { readonly chosen: Chosen; readonly scope: Scope.Closeable } | undefined
     targets: for (const target of route.targets) {
       const client = providers.get(target.provider)
-      if (!client.serves(request.endpoint)) {
-        outcomes.push({ ...target, outcome: "skipped", reason: `does not serve ${request.endpoint}` })
+      const upstream = requestFor(client, request, translations)
+      if (typeof upstream === "string") {
+        outcomes.push({ ...target, outcome: "skipped", reason: upstream })
         continue
       }
       let triesHere = 0
@@ -108,11 +115,12 @@ export const makeAttempts = (deps: AttemptDeps) => {
         triesHere++
         // The final attempt is named in the headers and the record even when it produced no response.
         tally.target = target
+        tally.endpoint = upstream.endpoint
         const sentAt = deadlines.now()
         const result = yield* sendAttempt(
           env,
           client,
-          client.build(request, target.model),
+          client.build(upstream, target.model),
           route.timeouts,
           hold,
         )

@@ -29,6 +29,7 @@ import { makePriceBook, overspendExcess, planAdmission } from "./admission.js"
 import { makeAttempts } from "./attempts.js"
 import { parseRequest } from "./parse.js"
 import { writeError } from "./respond.js"
+import { translationsFor, untranslatable } from "./translation.js"
 import { floorStreamedOutput, makeServe, type Relayed } from "./serve.js"
 import {
   costOf,
@@ -80,7 +81,7 @@ export const makePipeline = (deps: PipelineDeps) => {
       return new RouteNotFound({ message: `model "${request.model}" is not a route of this gateway` })
     const allowed = info.principal.tenant.routes
     if (allowed !== "*" && !allowed.includes(route.name)) return new RouteNotAllowed({ route: route.name })
-    if (route.api !== info.api) {
+    if (!route.translate && route.api !== info.api) {
       return new InvalidRequest({
         message: `model "${route.name}" speaks the ${route.api} API; send it to ${route.api === "anthropic" ? "/v1/messages" : "/v1/chat/completions, /v1/responses or /v1/embeddings"}`,
       })
@@ -109,6 +110,16 @@ export const makePipeline = (deps: PipelineDeps) => {
       req.headers,
     )
     if (p instanceof InvalidRequest) return p
+    if (route.translate) {
+      const clients = route.targets.map((t) => providers.get(t.provider))
+      const header = (name: string) => {
+        const value = req.headers[name]
+        return typeof value === "string" ? value : undefined
+      }
+      const translations = (progress.translations = translationsFor(request, parsed.json, clients, header))
+      const refusal = untranslatable(request, translations, clients)
+      if (refusal !== undefined) return refusal
+    }
     return (progress.plan = p)
   }
 
@@ -157,7 +168,7 @@ export const makePipeline = (deps: PipelineDeps) => {
       const owner = yield* limits.responseOwner(request.previousResponseId)
       if (owner !== undefined) route = yield* ownersTargets(route, tenant.name, owner)
     }
-    const chosen = yield* attempts(progress.tally, request, route)
+    const chosen = yield* attempts(progress.tally, request, route, progress.translations)
     const relayed = yield* serve(info, progress, chosen, res)
     chosen.hold.report(relayed.outcome)
     return relayed

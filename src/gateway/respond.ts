@@ -28,7 +28,8 @@ const tollgateHeaders = (
 
 /**
  * The client's response headers for a relayed upstream response; `nowMs` is
- * the commit time, `eventStream` whether the attempt found a 2xx event stream.
+ * the commit time, `eventStream` whether the attempt found a 2xx event stream,
+ * `translated` whether the body is rewritten into another format.
  */
 export const relayHeaders = (
   info: RequestInfo,
@@ -36,6 +37,7 @@ export const relayHeaders = (
   upstream: IncomingHttpHeaders,
   nowMs: number,
   eventStream: boolean,
+  translated = false,
 ): OutgoingHttpHeaders => {
   const headers: Record<string, string | Array<string>> = {}
   for (const name of FORWARDED) {
@@ -43,7 +45,10 @@ export const relayHeaders = (
     if (value !== undefined) headers[name] = value
   }
   if (eventStream) headers["cache-control"] = "no-cache"
-  else {
+  else if (translated) {
+    // A translated body is JSON of another length.
+    headers["content-type"] = "application/json"
+  } else {
     // The body is relayed byte for byte: its length stands, and the client gets it without chunked framing
     // (ADR 0040). An event stream is never sized.
     const length = upstream["content-length"]

@@ -15,8 +15,9 @@ import { closeResponse } from "./attempt.js"
 import type { Chosen } from "./attempts.js"
 import type { JsonCollector } from "../meter/json.js"
 import type { Meter } from "../meter/Meter.js"
-import { PAUSE, relay, type Observer, type RelayEnd } from "./relay.js"
+import { PAUSE, relay, type ChunkTransform, type Observer, type RelayEnd } from "./relay.js"
 import { relayHeaders } from "./respond.js"
+import { responseTransform, type WholeBodyTransform } from "./translation.js"
 import { makeUsageChunkFilter } from "./usageChunk.js"
 import type { Committed, Progress, RequestInfo } from "./stages.js"
 
@@ -142,6 +143,7 @@ export const makeServe = (deps: ServeDeps) => {
       status,
       error: ok ? null : `upstream_status_${status}`,
       target,
+      endpoint: response.endpoint,
       price,
       targetEstimate: targetEstimate(progress.plan!, price),
       eventStream: meter !== undefined,
@@ -152,12 +154,18 @@ export const makeServe = (deps: ServeDeps) => {
     }
     // From here an interrupted request is recorded as this response (a held one may be an earlier attempt's).
     progress.committed = committed
-    res.writeHead(status, relayHeaders(info, progress, headers, committedMs, meter !== undefined))
-    if (meter !== undefined) telemetry.streamOpened()
     const request = progress.request!
-    // A usage chunk the client did not ask for is metered, not relayed.
-    const transform =
-      ok && meter !== undefined && response.endpoint === "/v1/chat/completions" && !includesUsage(request)
+    const translated = response.endpoint !== info.endpoint
+    res.writeHead(status, relayHeaders(info, progress, headers, committedMs, meter !== undefined, translated))
+    if (meter !== undefined) telemetry.streamOpened()
+    // A translated response is rewritten into the client's format; a Chat Completions usage chunk the client
+    // did not ask for is metered, not relayed.
+    const transform: ChunkTransform | WholeBodyTransform | undefined = translated
+      ? responseTransform(response.endpoint, info.endpoint, status, meter !== undefined, {
+          model: target.model,
+          includeUsage: includesUsage(request),
+        })
+      : ok && meter !== undefined && response.endpoint === "/v1/chat/completions" && !includesUsage(request)
         ? makeUsageChunkFilter()
         : undefined
     // A stream's response id is known from its first event: remembered before the client can ask about it.
@@ -192,6 +200,16 @@ export const makeServe = (deps: ServeDeps) => {
         responseId = id
         yield* remember(info, target, id)
       }
+    }
+    if (transform !== undefined && "failed" in transform && transform.failed && end._tag === "Complete") {
+      // A body that could not be translated (not a valid answer of its format, or too large): cut off.
+      return {
+        outcome: "failure",
+        incomplete: true,
+        error: "untranslatable_response",
+        usageEstimated: false,
+        end: "destroy",
+      } satisfies Relayed
     }
     let outcome: Outcome = "success"
     // A slow client or a budget cutoff is nobody's failure upstream.

@@ -1,3 +1,4 @@
+import type { Translations } from "./translation.js"
 import type { PriceEntry, RouteConfig, TargetConfig } from "../config/model.js"
 import type { ApiFormat, Endpoint } from "../domain/endpoint.js"
 import type { ParsedRequest } from "../domain/request.js"
@@ -34,11 +35,18 @@ export interface RequestInfo {
 export interface AttemptTally {
   attempts: number
   target: TargetConfig | undefined
+  /** The API endpoint the last attempt called (a translation's, on a translating route). */
+  endpoint: Endpoint | undefined
   /** ms spent waiting for upstream attempts before the commit (the `upstream` part of server-timing). */
   upstreamMs: number
 }
 
-export const makeTally = (): AttemptTally => ({ attempts: 0, target: undefined, upstreamMs: 0 })
+export const makeTally = (): AttemptTally => ({
+  attempts: 0,
+  target: undefined,
+  endpoint: undefined,
+  upstreamMs: 0,
+})
 
 /** The response that went to the client: decided once its first byte was written (no retry after it). */
 export interface Committed {
@@ -46,6 +54,8 @@ export interface Committed {
   /** `upstream_status_N` for an upstream error sent on unchanged; null for a 2xx. */
   readonly error: string | null
   readonly target: TargetConfig
+  /** The API endpoint its attempt called. */
+  readonly endpoint: Endpoint
   readonly price: PriceEntry | undefined
   /** Estimated cost at this target's price, micro-USD: the floor of an estimated or incomplete charge. */
   readonly targetEstimate: number
@@ -72,6 +82,8 @@ export interface Progress {
   /** The route the request named, once resolved and allowed. */
   route: RouteConfig | undefined
   plan: Plan | undefined
+  /** On a translating route: the request translated for each upstream endpoint its targets need. */
+  translations: Translations | undefined
   admission: Admission | undefined
   readonly tally: AttemptTally
   committed: Committed | undefined
@@ -81,6 +93,7 @@ export const makeProgress = (): Progress => ({
   request: undefined,
   route: undefined,
   plan: undefined,
+  translations: undefined,
   admission: undefined,
   tally: makeTally(),
   committed: undefined,
@@ -142,6 +155,7 @@ export const usageRecord = (
     session: plan?.sessionId ?? null,
     duration_ms: Math.max(0, nowMs - info.startMs),
     error: ending.error,
+    upstream_endpoint: progress.committed?.endpoint ?? progress.tally.endpoint ?? null,
   }
 }
 

@@ -40,6 +40,13 @@ export interface UsageRecord {
   readonly duration_ms: number
   /** Error type of a failed request or stream; null on success. */
   readonly error: string | null
+  /**
+   * The API endpoint the final attempt called (`/v1/messages` also for
+   * Vertex): differs from `endpoint` when a translating route translated
+   * the request (ADR 0046). Null when nothing was sent upstream (and in
+   * records written before the field existed, when read back).
+   */
+  readonly upstream_endpoint: string | null
 }
 
 /**
@@ -56,7 +63,8 @@ export const encodeRecord = (r: UsageRecord): string =>
   `,"cache_read_tokens":${jsonNumber(r.cache_read_tokens)},"cache_write_tokens":${jsonNumber(r.cache_write_tokens)}` +
   `,"reserved_micro_usd":${jsonNumber(r.reserved_micro_usd)},"cost_micro_usd":${jsonNumber(r.cost_micro_usd)}` +
   `,"usage_estimated":${r.usage_estimated},"incomplete":${r.incomplete},"session":${jsonNullable(r.session)}` +
-  `,"duration_ms":${jsonNumber(r.duration_ms)},"error":${jsonNullable(r.error)}}\n`
+  `,"duration_ms":${jsonNumber(r.duration_ms)},"error":${jsonNullable(r.error)}` +
+  `,"upstream_endpoint":${jsonNullable(r.upstream_endpoint)}}\n`
 
 const STRING_FIELDS = ["ts", "request_id", "tenant", "key_id", "route", "endpoint"] as const
 const NULLABLE_STRING_FIELDS = ["provider", "model", "session", "error"] as const
@@ -91,5 +99,9 @@ export const decodeRecord = (line: string): UsageRecord | undefined => {
   for (const k of NULLABLE_STRING_FIELDS) if (o[k] !== null && typeof o[k] !== "string") return undefined
   for (const k of NUMBER_FIELDS) if (typeof o[k] !== "number" || !Number.isFinite(o[k])) return undefined
   for (const k of BOOLEAN_FIELDS) if (typeof o[k] !== "boolean") return undefined
+  const upstream = o["upstream_endpoint"]
+  if (upstream === undefined)
+    return { ...(value as Omit<UsageRecord, "upstream_endpoint">), upstream_endpoint: null }
+  if (upstream !== null && typeof upstream !== "string") return undefined
   return value as UsageRecord
 }

@@ -30,6 +30,7 @@ export const usageRecord = (fields: Partial<UsageRecord> & { readonly ts: string
   session: null,
   duration_ms: 12,
   error: null,
+  upstream_endpoint: "/v1/messages",
   ...fields,
 })
 

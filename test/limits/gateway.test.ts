@@ -297,6 +297,7 @@ describe("restart", () => {
       session: "agent-9",
       duration_ms: 1,
       error: null,
+      upstream_endpoint: "/v1/messages",
     }
     const lastMonth = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() - 1, 15)).toISOString()
     writeFileSync(

@@ -2,6 +2,7 @@ import type { UsageRecord } from "../../src/meter/record.js"
 
 /** A complete usage record (the SPEC example), keys deliberately out of SPEC order. */
 export const sampleRecord = (over: Partial<UsageRecord> = {}): UsageRecord => ({
+  upstream_endpoint: "/v1/messages",
   error: null,
   duration_ms: 812,
   session: "d-0123456789abcdef01234567",

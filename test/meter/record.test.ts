@@ -25,6 +25,7 @@ const SPEC_ORDER = [
   "session",
   "duration_ms",
   "error",
+  "upstream_endpoint",
 ]
 
 describe("encodeRecord", () => {
@@ -51,6 +52,12 @@ describe("encodeRecord", () => {
 describe("decodeRecord", () => {
   it("round-trips an encoded record", () => {
     expect(decodeRecord(encodeRecord(sampleRecord()).trimEnd())).toEqual(sampleRecord())
+  })
+
+  it("reads a record written before upstream_endpoint existed with upstream_endpoint null", () => {
+    const line = encodeRecord(sampleRecord()).trimEnd().replace(',"upstream_endpoint":"/v1/messages"', "")
+    expect(line).not.toContain("upstream_endpoint")
+    expect(decodeRecord(line)).toEqual(sampleRecord({ upstream_endpoint: null }))
   })
 
   it("rejects a torn line and a line with a wrong field type", () => {

@@ -35,6 +35,7 @@ const record: fc.Arbitrary<UsageRecord> = fc.record({
   session: fc.option(anyString),
   duration_ms: fc.double(),
   error: fc.option(anyString),
+  upstream_endpoint: fc.option(anyString),
 })
 
 const stringified = (r: UsageRecord): string =>
@@ -61,6 +62,7 @@ const stringified = (r: UsageRecord): string =>
     session: r.session,
     duration_ms: r.duration_ms,
     error: r.error,
+    upstream_endpoint: r.upstream_endpoint,
   }) + "\n"
 
 describe("JSON text by concatenation", () => {
@@ -114,6 +116,7 @@ describe("JSON text by concatenation", () => {
       session: "s\n1",
       duration_ms: 41,
       error: null,
+      upstream_endpoint: "/v1/chat/completions",
     }
     expect(decodeRecord(encodeRecord(r).trimEnd())).toEqual(r)
   })
