@@ -225,6 +225,53 @@ for (const storeKind of ["memory", "redis"] as const) {
       }
     })
 
+    it("a hard budget cuts a Responses stream off with a budget_exceeded error event", async () => {
+      const h = await startHarness({
+        fakes: [{ name: "A" }],
+        config: (urls, keyHash, dir) => ({
+          server: { listen: "127.0.0.1:0" },
+          usage: { file: join(dir, "usage.jsonl") },
+          ...(redis === undefined ? {} : { store: { kind: "redis", url: redis.url } }),
+          reservation: { output_tokens: 10 },
+          providers: { a: { kind: "openai", base_url: urls[0], api_key_env: UPSTREAM_KEY_ENV } },
+          routes: { main: { api: "openai", targets: [{ provider: "a", model: "gpt-5-mini" }] } },
+          tenants: {
+            [`cut-${storeKind}`]: {
+              keys: [{ id: "ci", sha256: keyHash }],
+              routes: "*",
+              budgets: { month: { limit_usd: 0.003, mode: "hard" } },
+            },
+          },
+        }),
+      })
+      try {
+        const response = await fetch(`${h.url}/v1/responses`, {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${h.key}`,
+            "content-type": "application/json",
+            "x-fake-scenario": "max-tokens",
+          },
+          body: JSON.stringify({ model: "main", input: "hello", max_output_tokens: 5000, stream: true }),
+        })
+        const text = await response.text()
+        expect(response.status).toBe(200)
+        expect(text).toContain('event: error\ndata: {"type":"error","code":"budget_exceeded"')
+        expect(text).not.toMatch(/response\.(completed|incomplete)/)
+        const record = h.records().at(-1)!
+        expect(record).toMatchObject({
+          incomplete: true,
+          error: "budget_exceeded",
+          endpoint: "/v1/responses",
+        })
+        expect(record.output_tokens).toBeLessThan(5000)
+        // Approximate: the overshoot is bounded by one extension block and the tokens in flight.
+        expect(record.cost_micro_usd).toBeLessThan(3_000 + 1_000)
+      } finally {
+        await h.close()
+      }
+    })
+
     it("an answer without usage is charged on the estimate, JSON and stream", async () => {
       const h = await start("no-usage")
       try {
