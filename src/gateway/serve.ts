@@ -162,7 +162,7 @@ export const makeServe = (deps: ServeDeps) => {
     // did not ask for is metered, not relayed.
     const transform: ChunkTransform | WholeBodyTransform | undefined = translated
       ? responseTransform(response.endpoint, info.endpoint, status, meter !== undefined, {
-          model: target.model,
+          model: request.model,
           includeUsage: includesUsage(request),
         })
       : ok && meter !== undefined && response.endpoint === "/v1/chat/completions" && !includesUsage(request)

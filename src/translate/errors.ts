@@ -5,7 +5,7 @@
  * mostly the same names (SPEC "HTTP API"); an OpenAI type Anthropic does not
  * know is replaced by the one its status means.
  */
-import { isObject, isString, jsonBuffer, parseObject, type Wire } from "./wire.js"
+import { isObject, isString, jsonBuffer, parseObject, type Json, type Wire } from "./wire.js"
 
 /** The longest upstream message passed on (characters); the rest is cut. */
 const MAX_MESSAGE_CHARS = 4096
@@ -87,6 +87,18 @@ export const anthropicErrorType = (type: unknown, fallback: string): string =>
 /** An error type for an OpenAI client: the upstream's when it is a short string, else `fallback`. */
 export const openaiErrorType = (type: unknown, fallback: string): string =>
   isString(type) && type !== "" && type.length <= MAX_TYPE_CHARS ? type : fallback
+
+/**
+ * The type and message, for an OpenAI client, of an Anthropic stream's in-band `error` event (`api_error`
+ * when it names no usable type).
+ */
+export const openaiStreamError = (
+  event: Readonly<Json>,
+): { readonly type: string; readonly message: string } => {
+  const error = isObject(event["error"]) ? event["error"] : {}
+  const type = openaiErrorType(error["type"], "api_error")
+  return { type, message: boundedMessage(error["message"], type) }
+}
 
 /**
  * A non-2xx upstream error body in the error format of the client's API

@@ -1,20 +1,7 @@
 import { describe, expect, it } from "vitest"
-import { InvalidRequest } from "../../src/domain/errors.js"
-import { translateRequest } from "../../src/translate/index.js"
+import { requestTranslator } from "./requestHelpers.js"
 
-type Json = Record<string, unknown>
-
-const toMessages = (body: Json) => translateRequest("/v1/chat/completions", "/v1/messages", body, "claude-up")
-const ok = (body: Json) => {
-  const out = toMessages(body)
-  if (out instanceof InvalidRequest) throw new Error(out.message)
-  return out
-}
-const refusal = (body: Json) => {
-  const out = toMessages(body)
-  expect(out).toBeInstanceOf(InvalidRequest)
-  return (out as InvalidRequest).message
-}
+const { ok, refusal } = requestTranslator("/v1/chat/completions", "/v1/messages", "claude-up")
 const user = (content: unknown) => ({ role: "user", content })
 
 describe("translateRequest from Chat Completions to Anthropic Messages", () => {

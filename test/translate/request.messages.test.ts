@@ -1,20 +1,7 @@
 import { describe, expect, it } from "vitest"
-import { InvalidRequest } from "../../src/domain/errors.js"
-import { translateRequest } from "../../src/translate/index.js"
+import { requestTranslator } from "./requestHelpers.js"
 
-type Json = Record<string, unknown>
-
-const toChat = (body: Json) => translateRequest("/v1/messages", "/v1/chat/completions", body, "gpt-up")
-const ok = (body: Json) => {
-  const out = toChat(body)
-  if (out instanceof InvalidRequest) throw new Error(out.message)
-  return out
-}
-const refusal = (body: Json) => {
-  const out = toChat(body)
-  expect(out).toBeInstanceOf(InvalidRequest)
-  return (out as InvalidRequest).message
-}
+const { ok, refusal } = requestTranslator("/v1/messages", "/v1/chat/completions", "gpt-up")
 const base = { model: "claude-client", max_tokens: 256 }
 
 describe("translateRequest from Anthropic Messages to Chat Completions", () => {

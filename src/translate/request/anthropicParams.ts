@@ -5,6 +5,7 @@
  */
 import type { InvalidRequest } from "../../domain/errors.js"
 import { absent, isObject, isString, refuse, type Json } from "../wire.js"
+import { textBlock } from "./anthropicTurns.js"
 
 /**
  * `max_tokens` when the client gave no output limit. Anthropic requires one;
@@ -100,4 +101,38 @@ export const anthropicToolChoice = (
 export const userMetadata = (body: Readonly<Json>): Json | undefined => {
   const user = isString(body["user"]) && body["user"] !== "" ? body["user"] : body["safety_identifier"]
   return isString(user) && user !== "" ? { user_id: user } : undefined
+}
+
+/** The checked parts of an Anthropic request that Chat and Responses requests both give. */
+export interface AnthropicRequestParts {
+  readonly model: string
+  readonly maxTokens: number
+  readonly messages: ReadonlyArray<Json>
+  /** The system texts, in order. */
+  readonly system: ReadonlyArray<string>
+  /** What `sampling` gave. */
+  readonly sampling: Json
+  readonly stopSequences?: ReadonlyArray<string> | undefined
+  readonly tools: ReadonlyArray<Json>
+  readonly choice: ChoiceMode | undefined
+}
+
+/**
+ * The Anthropic Messages request of checked `parts`; `body` is the client's request (for
+ * `parallel_tool_calls`, the end user and `stream`).
+ */
+export const anthropicRequest = (body: Readonly<Json>, parts: AnthropicRequestParts): Json => {
+  const out: Json = { model: parts.model, max_tokens: parts.maxTokens, messages: parts.messages }
+  const system = parts.system
+  if (system.length === 1) out["system"] = system[0]
+  else if (system.length > 1) out["system"] = system.map(textBlock)
+  Object.assign(out, parts.sampling)
+  if (parts.stopSequences !== undefined) out["stop_sequences"] = parts.stopSequences
+  if (parts.tools.length > 0) out["tools"] = parts.tools
+  const choice = anthropicToolChoice(parts.choice, body["parallel_tool_calls"], parts.tools.length > 0)
+  if (choice !== undefined) out["tool_choice"] = choice
+  const metadata = userMetadata(body)
+  if (metadata !== undefined) out["metadata"] = metadata
+  if (body["stream"] === true) out["stream"] = true
+  return out
 }

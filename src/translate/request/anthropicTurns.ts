@@ -11,7 +11,8 @@
  * field, instead of costing an upstream 400.
  */
 import type { InvalidRequest } from "../../domain/errors.js"
-import { isString, refuse, type Json } from "../wire.js"
+import { anthropicToolId } from "../ids.js"
+import { isString, parseArguments, refuse, type Json } from "../wire.js"
 
 type Role = "user" | "assistant"
 
@@ -25,6 +26,16 @@ interface Turn {
  * first).
  */
 export const OPENING_TURN: Json = { role: "user", content: [{ type: "text", text: "." }] }
+
+/** An Anthropic text block. */
+export const textBlock = (text: string): Json => ({ type: "text", text })
+
+/** A function call as Chat (`tool_calls[]`) and Responses (`function_call` items) give it, or where. */
+export interface FunctionCall<T> {
+  readonly id: T
+  readonly name: T
+  readonly arguments: T
+}
 
 /** A `tool_result` block; no `content` for an empty result (a blank text block is refused). */
 export const toolResult = (id: string, content: string | ReadonlyArray<Json>): Json =>
@@ -52,6 +63,20 @@ export class AnthropicTurns {
   /** Names the client's field of a `tool_use` or `tool_result` block (its call id), for a refusal. */
   label(block: Json, field: string): void {
     this.fields.set(block, field)
+  }
+
+  /**
+   * The `tool_use` block of a function call, labelled with its id's field; refused (naming the field in
+   * `fields`) when its id or name is not a non-empty string or its arguments are not a JSON object.
+   */
+  toolUse(call: FunctionCall<unknown>, fields: FunctionCall<string>): Json | InvalidRequest {
+    if (!isString(call.id) || call.id === "") return refuse(fields.id, "must be a non-empty string")
+    if (!isString(call.name) || call.name === "") return refuse(fields.name, "must be a non-empty string")
+    const input = parseArguments(call.arguments)
+    if (input === undefined) return refuse(fields.arguments, "must be a JSON object")
+    const block = { type: "tool_use", id: anthropicToolId(call.id), name: call.name, input }
+    this.label(block, fields.id)
+    return block
   }
 
   /**

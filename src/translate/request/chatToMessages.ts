@@ -10,17 +10,16 @@
  */
 import type { InvalidRequest } from "../../domain/errors.js"
 import { anthropicToolId } from "../ids.js"
-import { absent, isBlank, isObject, isRefusal, isString, parseArguments, refuse, type Json } from "../wire.js"
+import { absent, isBlank, isObject, isRefusal, isString, refuse, type Json } from "../wire.js"
 import {
+  anthropicRequest,
   anthropicTool,
-  anthropicToolChoice,
   maxTokens,
   sampling,
   stopSequences,
-  userMetadata,
   type ChoiceMode,
 } from "./anthropicParams.js"
-import { AnthropicTurns, toolResult } from "./anthropicTurns.js"
+import { AnthropicTurns, textBlock, toolResult } from "./anthropicTurns.js"
 import { anthropicImage } from "./images.js"
 
 /**
@@ -62,8 +61,6 @@ const texts = (content: unknown, field: string): Array<string> | InvalidRequest 
   }
   return out
 }
-
-const textBlock = (text: string): Json => ({ type: "text", text })
 
 /** Blocks of a user message's content: text and images. */
 const userBlocks = (content: unknown, field: string): Array<Json> | InvalidRequest => {
@@ -125,13 +122,11 @@ const assistantBlocks = (
     if (!isObject(call) || call["type"] !== "function" || !isObject(call["function"]))
       return refuse(at, "only function tool calls can be translated")
     const fn = call["function"]
-    if (!isString(call["id"]) || call["id"] === "") return refuse(`${at}.id`, "must be a non-empty string")
-    if (!isString(fn["name"]) || fn["name"] === "")
-      return refuse(`${at}.function.name`, "must be a non-empty string")
-    const input = parseArguments(fn["arguments"])
-    if (input === undefined) return refuse(`${at}.function.arguments`, "must be a JSON object")
-    const block = { type: "tool_use", id: anthropicToolId(call["id"]), name: fn["name"], input }
-    turns.label(block, `${at}.id`)
+    const block = turns.toolUse(
+      { id: call["id"], name: fn["name"], arguments: fn["arguments"] },
+      { id: `${at}.id`, name: `${at}.function.name`, arguments: `${at}.function.arguments` },
+    )
+    if (isRefusal(block)) return block
     out.push(block)
   }
   return out
@@ -226,16 +221,14 @@ export const chatToMessages = (body: Readonly<Json>, model: string): Json | Inva
   const mode = choiceMode(body["tool_choice"])
   if (isRefusal(mode)) return mode
 
-  const out: Json = { model, max_tokens: limit, messages: conversation }
-  if (system.length === 1) out["system"] = system[0]
-  else if (system.length > 1) out["system"] = system.map(textBlock)
-  Object.assign(out, params)
-  if (stop !== undefined) out["stop_sequences"] = stop
-  if (toolList.length > 0) out["tools"] = toolList
-  const choice = anthropicToolChoice(mode, body["parallel_tool_calls"], toolList.length > 0)
-  if (choice !== undefined) out["tool_choice"] = choice
-  const metadata = userMetadata(body)
-  if (metadata !== undefined) out["metadata"] = metadata
-  if (body["stream"] === true) out["stream"] = true
-  return out
+  return anthropicRequest(body, {
+    model,
+    maxTokens: limit,
+    messages: conversation,
+    system,
+    sampling: params,
+    stopSequences: stop,
+    tools: toolList,
+    choice: mode,
+  })
 }

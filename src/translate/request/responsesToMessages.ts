@@ -10,16 +10,9 @@
  */
 import type { InvalidRequest } from "../../domain/errors.js"
 import { anthropicToolId } from "../ids.js"
-import { absent, isBlank, isObject, isRefusal, isString, parseArguments, refuse, type Json } from "../wire.js"
-import {
-  anthropicTool,
-  anthropicToolChoice,
-  maxTokens,
-  sampling,
-  userMetadata,
-  type ChoiceMode,
-} from "./anthropicParams.js"
-import { AnthropicTurns, toolResult } from "./anthropicTurns.js"
+import { absent, isBlank, isObject, isRefusal, isString, refuse, type Json } from "../wire.js"
+import { anthropicRequest, anthropicTool, maxTokens, sampling, type ChoiceMode } from "./anthropicParams.js"
+import { AnthropicTurns, textBlock, toolResult } from "./anthropicTurns.js"
 import { anthropicImage } from "./images.js"
 
 /** Top-level Responses fields that have no Anthropic equivalent: [field, refused when, why]. */
@@ -41,8 +34,6 @@ const REFUSED: ReadonlyArray<readonly [string, (value: unknown) => boolean, stri
     "structured output cannot be translated to this target",
   ],
 ]
-
-const textBlock = (text: string): Json => ({ type: "text", text })
 
 /**
  * Blocks of a message's or a function output's content: a string, or parts
@@ -95,14 +86,11 @@ const addItem = (
       return undefined
     }
     case "function_call": {
-      const id = item["call_id"]
-      if (!isString(id) || id === "") return refuse(`${field}.call_id`, "must be a non-empty string")
-      if (!isString(item["name"]) || item["name"] === "")
-        return refuse(`${field}.name`, "must be a non-empty string")
-      const input = parseArguments(item["arguments"])
-      if (input === undefined) return refuse(`${field}.arguments`, "must be a JSON object")
-      const block = { type: "tool_use", id: anthropicToolId(id), name: item["name"], input }
-      turns.label(block, `${field}.call_id`)
+      const block = turns.toolUse(
+        { id: item["call_id"], name: item["name"], arguments: item["arguments"] },
+        { id: `${field}.call_id`, name: `${field}.name`, arguments: `${field}.arguments` },
+      )
+      if (isRefusal(block)) return block
       turns.add("assistant", [block])
       return undefined
     }
@@ -195,15 +183,13 @@ export const responsesToMessages = (body: Readonly<Json>, model: string): Json |
   const mode = choiceMode(body["tool_choice"])
   if (isRefusal(mode)) return mode
 
-  const out: Json = { model, max_tokens: limit, messages: conversation }
-  if (system.length === 1) out["system"] = system[0]
-  else if (system.length > 1) out["system"] = system.map(textBlock)
-  Object.assign(out, params)
-  if (toolList.length > 0) out["tools"] = toolList
-  const choice = anthropicToolChoice(mode, body["parallel_tool_calls"], toolList.length > 0)
-  if (choice !== undefined) out["tool_choice"] = choice
-  const metadata = userMetadata(body)
-  if (metadata !== undefined) out["metadata"] = metadata
-  if (body["stream"] === true) out["stream"] = true
-  return out
+  return anthropicRequest(body, {
+    model,
+    maxTokens: limit,
+    messages: conversation,
+    system,
+    sampling: params,
+    tools: toolList,
+    choice: mode,
+  })
 }

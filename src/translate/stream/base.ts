@@ -3,6 +3,7 @@
  * parser in front of each, and the client's bytes collected per push.
  */
 import { makeSseParser, type SseParser } from "../../meter/sse.js"
+import { anthropicReport, mergeUsage, type UsageAcc } from "../../meter/usage.js"
 import { isObject, type Json } from "../wire.js"
 
 /** Translates one upstream SSE stream into the client's stream format. */
@@ -79,6 +80,24 @@ export const eventJson = (data: string): Json | undefined => {
   } catch {
     return undefined
   }
+}
+
+/**
+ * Adds to `usage` what an Anthropic `message_start` (under `message`) or `message_delta` event reports
+ * (nothing when it reports none).
+ */
+export const addAnthropicUsage = (usage: UsageAcc, event: Readonly<Json>): void => {
+  const message = event["message"]
+  const source =
+    event["type"] === "message_start" ? (isObject(message) ? message["usage"] : undefined) : event["usage"]
+  const report = anthropicReport(source)
+  if (report !== undefined) mergeUsage(usage, report)
+}
+
+/** The `stop_reason` of an Anthropic `message_delta` event (undefined when it has none). */
+export const deltaStopReason = (event: Readonly<Json>): unknown => {
+  const delta = event["delta"]
+  return isObject(delta) ? delta["stop_reason"] : undefined
 }
 
 /** An SSE event with a name (Anthropic and Responses streams). */

@@ -8,13 +8,21 @@
  * Thinking and server-tool blocks have no Chat form and are skipped.
  * Per block it keeps only its kind and tool index.
  */
-import { anthropicReport, makeUsageAcc, mergeUsage } from "../../meter/usage.js"
-import { boundedMessage, openaiErrorType } from "../errors.js"
+import { makeUsageAcc } from "../../meter/usage.js"
+import { openaiStreamError } from "../errors.js"
 import { makeId, nowSeconds } from "../ids.js"
 import { chatFinishReason } from "../stopReasons.js"
 import { chatUsage, countsOf } from "../usage.js"
 import { isObject, isString, type Json } from "../wire.js"
-import { dataEvent, DONE, eventJson, KEEPALIVE, SseTranslator } from "./base.js"
+import {
+  addAnthropicUsage,
+  dataEvent,
+  deltaStopReason,
+  DONE,
+  eventJson,
+  KEEPALIVE,
+  SseTranslator,
+} from "./base.js"
 
 /**
  * An open content block: text, or the tool call of that Chat `index` (with the input given at its start, if
@@ -48,9 +56,7 @@ export class MessagesToChatStream extends SseTranslator {
     if (event === undefined) return
     switch (event["type"]) {
       case "message_start": {
-        const message = event["message"]
-        const report = isObject(message) ? anthropicReport(message["usage"]) : undefined
-        if (report !== undefined) mergeUsage(this.usage, report)
+        addAnthropicUsage(this.usage, event)
         return this.start()
       }
       case "content_block_start":
@@ -67,10 +73,8 @@ export class MessagesToChatStream extends SseTranslator {
         return
       }
       case "message_delta": {
-        const report = anthropicReport(event["usage"])
-        if (report !== undefined) mergeUsage(this.usage, report)
-        const delta = event["delta"]
-        return this.finish(isObject(delta) ? delta["stop_reason"] : undefined)
+        addAnthropicUsage(this.usage, event)
+        return this.finish(deltaStopReason(event))
       }
       case "ping":
         return this.write(KEEPALIVE)
@@ -81,11 +85,8 @@ export class MessagesToChatStream extends SseTranslator {
         this.write(DONE)
         return this.close()
       case "error": {
-        const error = isObject(event["error"]) ? event["error"] : {}
-        const type = openaiErrorType(error["type"], "api_error")
-        this.write(
-          dataEvent({ error: { type, message: boundedMessage(error["message"], type), code: null } }),
-        )
+        const { type, message } = openaiStreamError(event)
+        this.write(dataEvent({ error: { type, message, code: null } }))
         return this.close()
       }
     }

@@ -15,8 +15,8 @@
  * limit). An item's output_item.done waits for the next block or the stop
  * reason, which tells whether it is `completed` or `incomplete`.
  */
-import { anthropicReport, makeUsageAcc, mergeUsage } from "../../meter/usage.js"
-import { boundedMessage, openaiErrorType } from "../errors.js"
+import { makeUsageAcc } from "../../meter/usage.js"
+import { openaiStreamError } from "../errors.js"
 import { makeId, nowSeconds } from "../ids.js"
 import {
   functionCallItem,
@@ -28,7 +28,14 @@ import {
 import { responsesEnd, type ResponsesEnd } from "../stopReasons.js"
 import { countsOf } from "../usage.js"
 import { isObject, isString, type Json } from "../wire.js"
-import { eventJson, KEEPALIVE, namedEvent, SseTranslator } from "./base.js"
+import {
+  addAnthropicUsage,
+  deltaStopReason,
+  eventJson,
+  KEEPALIVE,
+  namedEvent,
+  SseTranslator,
+} from "./base.js"
 
 /** The item of the open Anthropic block: its id, its output index, and what it has said so far. */
 type Item =
@@ -70,9 +77,7 @@ export class MessagesToResponsesStream extends SseTranslator {
     if (event === undefined) return
     switch (event["type"]) {
       case "message_start": {
-        const message = event["message"]
-        const report = isObject(message) ? anthropicReport(message["usage"]) : undefined
-        if (report !== undefined) mergeUsage(this.usage, report)
+        addAnthropicUsage(this.usage, event)
         return this.start()
       }
       case "content_block_start":
@@ -82,10 +87,8 @@ export class MessagesToResponsesStream extends SseTranslator {
       case "content_block_stop":
         return this.blockStop()
       case "message_delta": {
-        const report = anthropicReport(event["usage"])
-        if (report !== undefined) mergeUsage(this.usage, report)
-        const delta = event["delta"]
-        this.stop = responsesEnd(isObject(delta) ? delta["stop_reason"] : undefined)
+        addAnthropicUsage(this.usage, event)
+        this.stop = responsesEnd(deltaStopReason(event))
         return
       }
       case "ping":
@@ -93,9 +96,8 @@ export class MessagesToResponsesStream extends SseTranslator {
       case "message_stop":
         return this.finish()
       case "error": {
-        const error = isObject(event["error"]) ? event["error"] : {}
-        const code = openaiErrorType(error["type"], "api_error")
-        this.event("error", { code, message: boundedMessage(error["message"], code), param: null })
+        const { type: code, message } = openaiStreamError(event)
+        this.event("error", { code, message, param: null })
         return this.close()
       }
     }

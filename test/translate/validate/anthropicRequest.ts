@@ -7,9 +7,8 @@
  * that the 1.x SDK types no longer list; they are accepted here in range.
  */
 
-type Json = Record<string, unknown>
-const isObject = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v)
-const isString = (v: unknown): v is string => typeof v === "string"
+import { isObject, isString, startProblems, type Json } from "./common.js"
+
 const TOOL_ID = /^[a-zA-Z0-9_-]+$/
 const MEDIA = ["image/jpeg", "image/png", "image/gif", "image/webp"]
 
@@ -28,13 +27,7 @@ const TOP_LEVEL = new Set([
 ])
 
 export const validateAnthropicRequest = (body: Json): Array<string> => {
-  const problems: Array<string> = []
-  const bad = (path: string, why: string) => problems.push(`${path}: ${why}`)
-  const onlyKeys = (value: Json, path: string, keys: ReadonlyArray<string>) => {
-    for (const key of Object.keys(value)) if (!keys.includes(key)) bad(`${path}.${key}`, "unknown field")
-  }
-  for (const key of Object.keys(body)) if (!TOP_LEVEL.has(key)) bad(key, "unknown field")
-  if (!isString(body["model"]) || body["model"] === "") bad("model", "must be a non-empty string")
+  const { problems, bad, onlyKeys } = startProblems(body, TOP_LEVEL)
   const max = body["max_tokens"]
   if (typeof max !== "number" || !Number.isInteger(max) || max < 0)
     bad("max_tokens", "must be an integer ≥ 0")

@@ -7,9 +7,7 @@
  * every call is answered before the next non-tool message.
  */
 
-type Json = Record<string, unknown>
-const isObject = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v)
-const isString = (v: unknown): v is string => typeof v === "string"
+import { isObject, isString, startProblems, type Json } from "./common.js"
 
 const TOP_LEVEL = new Set([
   "model",
@@ -27,13 +25,7 @@ const TOP_LEVEL = new Set([
 ])
 
 export const validateChatRequest = (body: Json): Array<string> => {
-  const problems: Array<string> = []
-  const bad = (path: string, why: string) => problems.push(`${path}: ${why}`)
-  const onlyKeys = (value: Json, path: string, keys: ReadonlyArray<string>) => {
-    for (const key of Object.keys(value)) if (!keys.includes(key)) bad(`${path}.${key}`, "unknown field")
-  }
-  for (const key of Object.keys(body)) if (!TOP_LEVEL.has(key)) bad(key, "unknown field")
-  if (!isString(body["model"]) || body["model"] === "") bad("model", "must be a non-empty string")
+  const { problems, bad, onlyKeys } = startProblems(body, TOP_LEVEL)
   if ("max_completion_tokens" in body && !Number.isInteger(body["max_completion_tokens"]))
     bad("max_completion_tokens", "must be an integer")
   if ("temperature" in body && (typeof body["temperature"] !== "number" || body["temperature"] > 2))
