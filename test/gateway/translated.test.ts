@@ -594,6 +594,56 @@ for (const storeKind of ["memory", "redis"] as const) {
     }
     const count = (harness: Harness, fake: 0 | 1) => harness.fakes[fake]!.requests().count
 
+    it("a hard budget cuts a translated stream off with a budget_exceeded event in Chat format", async () => {
+      const store = storeKind === "redis" ? { kind: "redis", url: redis!.url } : undefined
+      h = await startHarness({
+        fakes: [{ name: "A", scenario: "max-tokens" }, { name: "B" }],
+        config: (urls, keyHash, dir) => ({
+          ...failureConfig({ a: "max-tokens" }, store)(urls, keyHash, dir),
+          reservation: { output_tokens: 10 },
+          routes: {
+            main: {
+              api: "openai",
+              translate: true,
+              targets: [{ provider: "a", model: "claude-sonnet-5-5" }],
+            },
+          },
+          tenants: {
+            [`cut-${storeKind}`]: {
+              keys: [{ id: "ci", sha256: keyHash }],
+              routes: "*",
+              budgets: { month: { limit_usd: 0.01, mode: "hard" } },
+            },
+          },
+        }),
+      })
+      const response = await fetch(`${h.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${h.key}`, "content-type": "application/json" },
+        body: JSON.stringify({
+          model: "main",
+          max_tokens: 5000,
+          stream: true,
+          messages: [{ role: "user", content: "hello" }],
+        }),
+      })
+      const text = await response.text()
+      expect(response.status).toBe(200)
+      expect(text).toContain("chat.completion.chunk")
+      expect(text).toContain('data: {"error":{"type":"budget_exceeded"')
+      expect(text).not.toContain("[DONE]")
+      const record = h.records().at(-1)!
+      expect(record).toMatchObject({
+        incomplete: true,
+        error: "budget_exceeded",
+        endpoint: "/v1/chat/completions",
+        upstream_endpoint: "/v1/messages",
+      })
+      expect(record.output_tokens).toBeLessThan(5000)
+      // Approximate: the overshoot is bounded by one extension block and the tokens in flight (10 USD / M output).
+      expect(record.cost_micro_usd).toBeLessThan(10_000 + 2_000)
+    })
+
     it("status:529 on A: falls back to B; the client gets B's stream in Chat format", async () => {
       const harness = await start({ a: "status:529" })
       const { response, text } = await sendChat(harness)
