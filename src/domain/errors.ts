@@ -233,6 +233,8 @@ export const renderError = (api: ApiFormat, error: GatewayError): ErrorResponse 
       if (error.retryAfterSeconds !== undefined) headers["retry-after"] = String(error.retryAfterSeconds)
       break
     case "Draining":
+    case "BodyTooLarge":
+      // A refused upload may still be arriving: the connection is not reused for a next request.
       headers["connection"] = "close"
       break
     case "RateLimited":

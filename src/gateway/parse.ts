@@ -47,6 +47,9 @@ export const collectBody = (
   req.on("aborted", onFailure)
 }
 
+/** Longest model (route) name accepted, UTF-8 bytes. */
+export const MAX_MODEL_CHARS = 256
+
 const header = (headers: IncomingHttpHeaders, name: string): string | undefined => {
   const value = headers[name]
   return typeof value === "string" ? value : undefined
@@ -71,6 +74,10 @@ export const parseRequest = (
   const model = body["model"]
   if (typeof model !== "string" || model.length === 0) {
     return new InvalidRequest({ message: "model: a non-empty string is required" })
+  }
+  // The model name reaches records, logs and error messages: never a client-sized string.
+  if (model.length > MAX_MODEL_CHARS || Buffer.byteLength(model, "utf8") > MAX_MODEL_CHARS) {
+    return new InvalidRequest({ message: `model: at most ${MAX_MODEL_CHARS} bytes` })
   }
   const stream = body["stream"]
   if (stream !== undefined && stream !== null && typeof stream !== "boolean") {

@@ -94,6 +94,19 @@ export const makePipeline = (deps: PipelineDeps) => {
    * garbage once it returns (the request fiber never holds it).
    */
   const plan = (info: RequestInfo, progress: Progress, body: Buffer, req: IncomingMessage) => {
+    try {
+      return planUnsafe(info, progress, body, req)
+    } catch (error) {
+      // A body nested deeper than the stack (the estimate and the session hash walk it): the client's error.
+      if (error instanceof RangeError) {
+        progress.request = undefined
+        return new InvalidRequest({ message: "the request body is nested too deeply" })
+      }
+      throw error
+    }
+  }
+
+  const planUnsafe = (info: RequestInfo, progress: Progress, body: Buffer, req: IncomingMessage) => {
     const parsed = parseRequest(info.endpoint, body, req.headers)
     if (parsed instanceof InvalidRequest) return parsed
     const request = (progress.request = parsed.request)

@@ -1,0 +1,76 @@
+import { readFileSync } from "node:fs"
+import { connect } from "node:net"
+import { describe, expect, it } from "vitest"
+import { harnessForSuite } from "../support/harness.js"
+
+/** First steps of issue #16: what a hostile tenant's odd bodies get (bounded answers, no 500). */
+describe("hostile bodies", () => {
+  const h = harnessForSuite()
+
+  const post = async (path: string, body: string) => {
+    const response = await fetch(`${h.url}${path}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${h.key}`, "x-api-key": h.key, "content-type": "application/json" },
+      body,
+    })
+    return { status: response.status, text: await response.text(), headers: response.headers }
+  }
+
+  it("a 1 MB model name is refused with 400 and echoed nowhere: answer, record and log stay small", async () => {
+    const huge = "m".repeat(1024 * 1024)
+    const before = readFileSync(h.config.usageFile, { flag: "a+" }).length
+    for (const path of ["/v1/messages", "/v1/chat/completions", "/v1/responses"]) {
+      const { status, text } = await post(path, JSON.stringify({ model: huge, max_tokens: 5, messages: [] }))
+      expect(status).toBe(400)
+      expect(text.length).toBeLessThan(500)
+      expect(text).toContain("model: at most 256 bytes")
+    }
+    const written = readFileSync(h.config.usageFile).length - before
+    expect(written).toBeLessThan(3 * 2_000)
+    expect(h.records().at(-1)).toMatchObject({ status: 400, error: "invalid_request", route: "" })
+  })
+
+  it("a body nested 100,000 levels deep in content, system or tools is a 400, never a 500", async () => {
+    const deep = "[".repeat(100_000) + "]".repeat(100_000)
+    const bodies = [
+      `{"model":"claude","max_tokens":5,"messages":[{"role":"user","content":${deep}}]}`,
+      `{"model":"claude","max_tokens":5,"system":${deep},"messages":[{"role":"user","content":"hi"}]}`,
+      `{"model":"claude","max_tokens":5,"tools":${deep},"messages":[{"role":"user","content":"hi"}]}`,
+    ]
+    for (const body of bodies) {
+      const { status, text } = await post("/v1/messages", body)
+      expect(status).toBe(400)
+      expect(JSON.parse(text)).toMatchObject({ type: "error", error: { type: "invalid_request_error" } })
+    }
+    const chat = await post(
+      "/v1/chat/completions",
+      `{"model":"gpt","messages":[{"role":"user","content":${deep}}]}`,
+    )
+    expect(chat.status).toBe(400)
+    // The gateway still serves.
+    const ok = await post(
+      "/v1/messages",
+      JSON.stringify({ model: "claude", max_tokens: 3, messages: [{ role: "user", content: "hi" }] }),
+    )
+    expect(ok.status).toBe(200)
+  })
+
+  it("a 413 for an announced oversize body closes the connection instead of reading on", async () => {
+    const { port } = new URL(h.url)
+    const socket = connect(Number(port), "127.0.0.1")
+    let received = ""
+    socket.on("data", (chunk) => (received += chunk.toString("latin1")))
+    const closed = new Promise<void>((resolve) => socket.on("close", () => resolve()))
+    socket.write(
+      `POST /v1/messages HTTP/1.1\r\nhost: x\r\nx-api-key: ${h.key}\r\ncontent-type: application/json\r\n` +
+        `content-length: ${h.config.server.maxBodyBytes + 1}\r\n\r\n{"model":"claude"`,
+    )
+    // What a client would send next on a reused connection must not be read as a new request.
+    socket.write(`GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n`)
+    await closed
+    expect(received).toMatch(/^HTTP\/1\.1 413 /)
+    expect(received.toLowerCase()).toContain("connection: close")
+    expect(received).toContain('"type":"request_too_large"')
+    expect(received.match(/HTTP\/1\.1 /g)).toHaveLength(1)
+  })
+})
