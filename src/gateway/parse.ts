@@ -2,6 +2,7 @@ import type { IncomingHttpHeaders, IncomingMessage } from "node:http"
 import { BodyTooLarge, InvalidRequest } from "../domain/errors.js"
 import type { Endpoint } from "../domain/endpoint.js"
 import { readRequest, type Parsed } from "../domain/request.js"
+import { duplicatedMember } from "../providers/patch.js"
 
 /**
  * Reads the whole request body with plain callbacks (before the request's
@@ -47,6 +48,17 @@ export const collectBody = (
   req.on("aborted", onFailure)
 }
 
+/** The top-level members Tollgate reads to route, budget and meter a request: each must be given once. */
+const READ_MEMBERS = [
+  "model",
+  "stream",
+  "stream_options",
+  "max_tokens",
+  "max_completion_tokens",
+  "max_output_tokens",
+  "previous_response_id",
+]
+
 /** Longest model (route) name accepted, UTF-8 bytes. */
 export const MAX_MODEL_CHARS = 256
 
@@ -69,6 +81,11 @@ export const parseRequest = (
   }
   if (typeof json !== "object" || json === null || Array.isArray(json)) {
     return new InvalidRequest({ message: "the request body must be a JSON object" })
+  }
+  const duplicated = duplicatedMember(raw, READ_MEMBERS)
+  if (duplicated !== undefined) {
+    // Parsers disagree on which of two equal keys wins; Tollgate budgets on one value (ADR 0047).
+    return new InvalidRequest({ message: `${duplicated}: given more than once` })
   }
   const body = json as Record<string, unknown>
   const model = body["model"]

@@ -83,6 +83,21 @@ const keyEquals = (buf: Uint8Array, start: number, end: number, key: string): bo
   return true
 }
 
+/**
+ * The first of `keys` that is a top-level member of the JSON object in `buf`
+ * more than once, or undefined. A native search for each quoted key first:
+ * the scan only runs when one of them occurs twice anywhere in the body.
+ */
+export const duplicatedMember = (buf: Buffer, keys: ReadonlyArray<string>): string | undefined => {
+  for (const key of keys) {
+    const quoted = `"${key}"`
+    const first = buf.indexOf(quoted)
+    if (first < 0 || buf.indexOf(quoted, first + quoted.length) < 0) continue
+    if (scanMembers(buf, key).count > 1) return key
+  }
+  return undefined
+}
+
 /** Finds the last top-level member named `key` of the JSON object in `buf` (the one `JSON.parse` keeps). */
 export const findMember = (buf: Uint8Array, key: string): MemberSpan | undefined => scanMembers(buf, key).last
 

@@ -55,6 +55,35 @@ describe("hostile bodies", () => {
     expect(ok.status).toBe(200)
   })
 
+  it("a member Tollgate reads, given twice, is a 400 and reaches no provider", async () => {
+    const before = h.fakes[0]!.requests().count
+    for (const [path, body] of [
+      [
+        "/v1/messages",
+        `{"model":"claude","max_tokens":1,"max_tokens":100000,"messages":[{"role":"user","content":"hi"}]}`,
+      ],
+      ["/v1/messages", `{"stream":false,"model":"claude","max_tokens":5,"stream":true,"messages":[]}`],
+      ["/v1/chat/completions", `{"model":"gpt","model":"gpt","messages":[{"role":"user","content":"hi"}]}`],
+      ["/v1/responses", `{"model":"gpt","input":"hi","max_output_tokens":1,"max_output_tokens":9}`],
+    ] as const) {
+      const { status, text } = await post(path, body)
+      expect(status).toBe(400)
+      expect(text).toMatch(/(max_tokens|stream|model|max_output_tokens): given more than once/)
+    }
+    expect(h.fakes[0]!.requests().count).toBe(before)
+    // The same key inside a value (a message's text, a nested object) is not a duplicate.
+    const ok = await post(
+      "/v1/messages",
+      JSON.stringify({
+        model: "claude",
+        max_tokens: 3,
+        metadata: { user_id: "max_tokens" },
+        messages: [{ role: "user", content: '"max_tokens" and "model"' }],
+      }),
+    )
+    expect(ok.status).toBe(200)
+  })
+
   it("a 413 for an announced oversize body closes the connection instead of reading on", async () => {
     const { port } = new URL(h.url)
     const socket = connect(Number(port), "127.0.0.1")
