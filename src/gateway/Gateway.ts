@@ -37,6 +37,9 @@ export class Gateway extends Context.Service<
   }
 >()("tollgate/Gateway") {}
 
+/** At most one warning line about failed authentications per this many ms. */
+const AUTH_WARN_EVERY_MS = 10_000
+
 /** A request in flight: its fiber (while it runs), and why it may be interrupted. */
 interface InFlight extends Listed, Interruption {
   fiber: Fiber.Fiber<void> | undefined
@@ -62,6 +65,10 @@ export const layer = Layer.effect(
       meters: yield* Meter,
     })
     const authenticate = makeAuthenticator(config)
+    const telemetry = yield* Telemetry
+    /** Failed authentications since the last warning line (at most one line per AUTH_WARN_EVERY_MS). */
+    let authFailures = 0
+    let authWarnedAt = Number.NEGATIVE_INFINITY
     // Request fibers run with the services this layer was built with (the Clock included, so TestClock
     // drives their time in tests).
     const run = Effect.runForkWith(yield* Effect.context<never>())
@@ -115,12 +122,28 @@ export const layer = Layer.effect(
       })
     }
 
+    /** Counted, and logged as one line per window however many come (a key guesser cannot flood the log). */
+    const authFailed = (): void => {
+      telemetry.authFailed()
+      authFailures++
+      const now = deadlines.now()
+      if (now - authWarnedAt < AUTH_WARN_EVERY_MS) return
+      const failures = authFailures
+      authFailures = 0
+      authWarnedAt = now
+      run(
+        Effect.logWarning("requests without a valid API key").pipe(
+          Effect.annotateLogs({ failures, window_s: AUTH_WARN_EVERY_MS / 1000 }),
+        ),
+      )
+    }
+
     const handle = (req: IncomingMessage, res: ServerResponse, endpoint: Endpoint): void => {
       const api = endpointApi(endpoint)
       const principal = authenticate(req.headers)
       if (principal === undefined) {
         writeError(res, renderError(api, new Unauthenticated({ message: "invalid or missing API key" })))
-        return
+        return authFailed()
       }
       const info: RequestInfo = { id: randomUUID(), startMs: deadlines.now(), endpoint, api, principal }
       const entry: InFlight = { fiber: undefined, shutdown: false, listIndex: -1 }

@@ -5,6 +5,7 @@ import { makeAuthenticator } from "../gateway/auth.js"
 import { pathApi, type ApiFormat } from "../domain/endpoint.js"
 import { EndpointNotFound, RouteNotFound, Unauthenticated } from "../domain/errors.js"
 import { Metrics } from "../ops/Metrics.js"
+import type { TelemetryService } from "../ops/Telemetry.js"
 import { renderError } from "../domain/errors.js"
 
 /**
@@ -34,13 +35,14 @@ const modelObject = (anthropic: boolean, id: string) =>
  * (`anthropic-version` present: Anthropic). A route the key may not use is
  * not found, as it is absent from the list.
  */
-const models = (config: TollgateConfig) => {
+const models = (config: TollgateConfig, telemetry: TelemetryService) => {
   const authenticate = makeAuthenticator(config)
   return Effect.gen(function* () {
     const request = yield* HttpServerRequest.HttpServerRequest
     const anthropic = request.headers["anthropic-version"] !== undefined
     const principal = authenticate(request.headers)
     if (principal === undefined) {
+      telemetry.authFailed()
       return errorResponse(
         anthropic ? "anthropic" : "openai",
         new Unauthenticated({ message: "invalid or missing API key" }),
@@ -111,8 +113,8 @@ export const makeRoutes = (
           ),
     ),
   ),
-  HttpRouter.route("GET", "/v1/models", models(config)),
-  HttpRouter.route("GET", "/v1/models/:route", models(config)),
+  HttpRouter.route("GET", "/v1/models", models(config, metricsService.telemetry)),
+  HttpRouter.route("GET", "/v1/models/:route", models(config, metricsService.telemetry)),
   HttpRouter.route("GET", "/metrics", metrics(metricsService)),
 ]
 

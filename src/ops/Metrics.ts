@@ -70,6 +70,7 @@ export const make = (deps: MetricsDeps): MetricsService => {
     spend: new CounterCells(m.spend),
     tokens: new CounterCells(m.tokens),
     storeErrors: new CounterCells(m.storeErrors),
+    authFailures: new CounterCells(m.authFailures),
   }
   const requestCell = cache3((route: string, provider: string, status: number) =>
     counters.requests.add({ route, provider, status: String(status) }),
@@ -83,6 +84,7 @@ export const make = (deps: MetricsDeps): MetricsService => {
   const fallbacks = counters.extraAttempts.add({ kind: "fallback" })
   const retryBudgetRefused = counters.retryBudgetRefusals.add({})
   const storeErrors = counters.storeErrors.add({})
+  const authFailures = counters.authFailures.add({})
   const tenantCells = cache1((tenant: string): TenantCells => ({
     spend: counters.spend.add({ tenant }),
     tokens: [
@@ -124,6 +126,7 @@ export const make = (deps: MetricsDeps): MetricsService => {
     nextAttempt: (kind) => (kind === "retry" ? retries : fallbacks).inc(),
     retryBudgetRefused: () => retryBudgetRefused.inc(),
     storeError: () => storeErrors.inc(),
+    authFailed: () => authFailures.inc(),
     streamOpened: () => {
       openStreams++
     },

@@ -31,6 +31,8 @@ export interface TelemetryService {
   readonly retryBudgetRefused: () => void
   /** The limit store failed (ADR 0006). */
   readonly storeError: () => void
+  /** A request came without a valid key (401). */
+  readonly authFailed: () => void
   /** An event stream was committed to a client / ended. */
   readonly streamOpened: () => void
   readonly streamClosed: () => void
@@ -47,6 +49,7 @@ export const noopTelemetry: TelemetryService = {
   nextAttempt: noop,
   retryBudgetRefused: noop,
   storeError: noop,
+  authFailed: noop,
   streamOpened: noop,
   streamClosed: noop,
 }

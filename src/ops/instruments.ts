@@ -75,6 +75,11 @@ export const makeInstruments = (registry: Registry) => {
       labelNames: ["tenant", "kind"] as const,
       registers,
     }),
+    authFailures: new Counter({
+      name: "tollgate_auth_failures_total",
+      help: "Requests refused with 401: no key, or a key no tenant has.",
+      registers,
+    }),
     storeErrors: new Counter({
       name: "tollgate_store_errors_total",
       help: "Limit store operations that failed (the gateway then uses local limits for 5 s).",

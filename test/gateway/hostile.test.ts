@@ -84,6 +84,23 @@ describe("hostile bodies", () => {
     expect(ok.status).toBe(200)
   })
 
+  it("failed authentications are counted in tollgate_auth_failures_total", async () => {
+    const failures = async () => {
+      const text = await (await fetch(`${h.url}/metrics`)).text()
+      return Number(/^tollgate_auth_failures_total (\d+)$/m.exec(text)?.[1])
+    }
+    const before = await failures()
+    expect(before).toBeGreaterThanOrEqual(0)
+    for (const headers of [{}, { "x-api-key": "tg-wrong" }, { authorization: "Bearer nope" }]) {
+      const response = await fetch(`${h.url}/v1/messages`, { method: "POST", headers, body: "{}" })
+      expect(response.status).toBe(401)
+    }
+    expect((await fetch(`${h.url}/v1/models`, { headers: { authorization: "Bearer nope" } })).status).toBe(
+      401,
+    )
+    expect(await failures()).toBe(before + 4)
+  })
+
   it("a 413 for an announced oversize body closes the connection instead of reading on", async () => {
     const { port } = new URL(h.url)
     const socket = connect(Number(port), "127.0.0.1")
