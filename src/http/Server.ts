@@ -9,6 +9,7 @@ import { Gateway } from "../gateway/Gateway.js"
 import { Limits } from "../limits/Limits.js"
 import type { Endpoint } from "../domain/endpoint.js"
 import { Metrics } from "../ops/Metrics.js"
+import { onClientError } from "./clientError.js"
 import { makeRoutes, notFound } from "./routes.js"
 
 /** The server could not listen (address in use, permission). */
@@ -72,6 +73,7 @@ export const layer = Layer.effect(
       { keepAliveTimeout: 65_000, requestTimeout: REQUEST_BODY_TIMEOUT_MS },
       handler,
     )
+    server.on("clientError", onClientError)
     const address = yield* Effect.acquireRelease(
       Effect.callback<AddressInfo, ListenError>((resume) => {
         const onError = (error: Error) => resume(Effect.fail(new ListenError({ message: error.message })))

@@ -101,6 +101,31 @@ describe("hostile bodies", () => {
     expect(await failures()).toBe(before + 4)
   })
 
+  it("what Node's parser refuses gets a body in the path's API format: 431 for huge headers, 400 for garbage", async () => {
+    const raw = (text: string) =>
+      new Promise<string>((resolve) => {
+        const socket = connect(Number(new URL(h.url).port), "127.0.0.1")
+        let received = ""
+        socket.on("data", (chunk) => (received += chunk.toString("latin1")))
+        socket.on("close", () => resolve(received))
+        socket.on("error", () => resolve(received))
+        socket.write(text)
+      })
+    const big = "x".repeat(20_000)
+    const openai = await raw(`POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-big: ${big}\r\n\r\n`)
+    expect(openai).toMatch(/^HTTP\/1\.1 431 /)
+    expect(JSON.parse(openai.slice(openai.indexOf("\r\n\r\n") + 4))).toMatchObject({
+      error: { type: "invalid_request_error", message: "the request headers are too large" },
+    })
+    const anthropic = await raw(`POST /v1/messages HTTP/1.1\r\nhost: x\r\nx-big: ${big}\r\n\r\n`)
+    expect(anthropic).toMatch(/^HTTP\/1\.1 431 /)
+    expect(anthropic).toContain('{"type":"error","error":{"type":"invalid_request_error"')
+    const garbage = await raw("NOT HTTP AT ALL\r\n\r\n")
+    expect(garbage).toMatch(/^HTTP\/1\.1 400 /)
+    expect(garbage.toLowerCase()).toContain("connection: close")
+    expect(garbage).toContain('"type":"invalid_request_error"')
+  })
+
   it("a 413 for an announced oversize body closes the connection instead of reading on", async () => {
     const { port } = new URL(h.url)
     const socket = connect(Number(port), "127.0.0.1")
