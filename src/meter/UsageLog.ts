@@ -4,7 +4,6 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
-import * as readline from "node:readline"
 import { Context, Data, Effect, FiberSet, Layer } from "effect"
 import { PartialWrite, writeAllSync } from "../ops/writeAll.js"
 import { decodeRecord, encodeRecord, type UsageRecord } from "./record.js"
@@ -340,7 +339,7 @@ export const readUsageFile = Effect.fn("UsageLog.readUsageFile")(function* (
   options?: { readonly since?: string },
 ) {
   const since = options?.since
-  const { records, skippedLines } = yield* Effect.tryPromise({
+  const { records, skippedLines, skipped } = yield* Effect.tryPromise({
     try: () => readLines(file, since),
     catch: (cause) => new UsageFileError({ file, operation: "read", message: errorMessage(cause) }),
   })
@@ -349,34 +348,81 @@ export const readUsageFile = Effect.fn("UsageLog.readUsageFile")(function* (
       Effect.annotateLogs({ file, line }),
     )
   }
-  return { records, skipped: skippedLines.length } satisfies UsageFileContents
+  if (skipped > skippedLines.length) {
+    yield* Effect.logWarning("skipped more usage record lines that are not whole records").pipe(
+      Effect.annotateLogs({ file, more: skipped - skippedLines.length }),
+    )
+  }
+  return { records, skipped } satisfies UsageFileContents
 })
+
+/** Longest usage file line read back; a longer one (a NUL tail, a foreign file) is skipped, not held. */
+export const MAX_RECORD_LINE_BYTES = 64 * 1024
+
+/** Skipped line numbers kept for the warnings; past this many only the count grows. */
+const MAX_SKIPPED_REPORTED = 20
+
+/**
+ * The lines of `file`, each at most MAX_RECORD_LINE_BYTES (a longer one is
+ * passed as undefined once its end is found), read in chunks: memory stays
+ * bounded whatever the file holds.
+ */
+async function* boundedLines(file: string): AsyncGenerator<string | undefined> {
+  const input = fs.createReadStream(file)
+  let parts: Array<Buffer> = []
+  let size = 0
+  let tooLong = false
+  try {
+    for await (const chunk of input as AsyncIterable<Buffer>) {
+      let at = 0
+      while (at < chunk.length) {
+        const newline = chunk.indexOf(0x0a, at)
+        const end = newline < 0 ? chunk.length : newline
+        if (!tooLong) {
+          size += end - at
+          if (size > MAX_RECORD_LINE_BYTES) {
+            tooLong = true
+            parts = []
+          } else parts.push(chunk.subarray(at, end))
+        }
+        if (newline < 0) break
+        yield tooLong ? undefined : Buffer.concat(parts, size).toString("utf8").replace(/\r$/, "")
+        parts = []
+        size = 0
+        tooLong = false
+        at = newline + 1
+      }
+    }
+    if (tooLong) yield undefined
+    else if (size > 0) yield Buffer.concat(parts, size).toString("utf8").replace(/\r$/, "")
+  } finally {
+    input.destroy()
+  }
+}
 
 const readLines = async (
   file: string,
   since: string | undefined,
-): Promise<{ records: Array<UsageRecord>; skippedLines: Array<number> }> => {
+): Promise<{ records: Array<UsageRecord>; skippedLines: Array<number>; skipped: number }> => {
   const records: Array<UsageRecord> = []
   const skippedLines: Array<number> = []
-  const input = fs.createReadStream(file, { encoding: "utf8" })
-  const lines = readline.createInterface({ input, crlfDelay: Infinity })
+  let skipped = 0
   let n = 0
   try {
-    for await (const line of lines) {
+    for await (const line of boundedLines(file)) {
       n++
-      if (line.length === 0) continue
-      if (since !== undefined && isBefore(line, since)) continue
-      const record = decodeRecord(line)
-      if (record === undefined) skippedLines.push(n)
-      else if (since === undefined || record.ts >= since) records.push(record)
+      if (line !== undefined && line.length === 0) continue
+      if (line !== undefined && since !== undefined && isBefore(line, since)) continue
+      const record = line === undefined ? undefined : decodeRecord(line)
+      if (record === undefined) {
+        skipped++
+        if (skippedLines.length < MAX_SKIPPED_REPORTED) skippedLines.push(n)
+      } else if (since === undefined || record.ts >= since) records.push(record)
     }
   } catch (cause) {
     if (!isNotFound(cause)) throw cause
-  } finally {
-    lines.close()
-    input.destroy()
   }
-  return { records, skippedLines }
+  return { records, skippedLines, skipped }
 }
 
 const TS_PREFIX = '{"ts":"'

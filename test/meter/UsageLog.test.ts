@@ -4,7 +4,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { decodeRecord, encodeRecord } from "../../src/meter/record.js"
-import { readUsageFile, UsageLog } from "../../src/meter/UsageLog.js"
+import { MAX_RECORD_LINE_BYTES, readUsageFile, UsageLog } from "../../src/meter/UsageLog.js"
 import { sampleRecord } from "./fixtures.js"
 
 const tempDir = Effect.acquireRelease(
@@ -279,6 +279,45 @@ describe("readUsageFile", () => {
       )
       assert.strictEqual(read.skipped, 2)
       assert.strictEqual(warnings.length, 2)
+    }),
+  )
+
+  it.live(
+    "a 20 MB line without a newline (a NUL tail) is skipped, not held; the records around it stay",
+    () =>
+      Effect.gen(function* () {
+        const dir = yield* tempDir
+        const file = path.join(dir, "usage.jsonl")
+        const a = encodeRecord(sampleRecord({ request_id: "a" }))
+        const b = encodeRecord(sampleRecord({ request_id: "b" }))
+        const fd = fs.openSync(file, "w")
+        fs.writeSync(fd, a + "x".repeat(MAX_RECORD_LINE_BYTES + 1) + "\n" + b)
+        fs.writeSync(fd, Buffer.alloc(20 * 1024 * 1024))
+        fs.closeSync(fd)
+        const heapBefore = process.memoryUsage().heapUsed
+        const read = yield* readUsageFile(file).pipe(Effect.provide(Logger.layer([])))
+        assert.deepStrictEqual(
+          read.records.map((r) => r.request_id),
+          ["a", "b"],
+        )
+        // The 64 KiB+ line and the NUL tail (a line of its own after b's newline) are skipped.
+        assert.strictEqual(read.skipped, 2)
+        assert.isBelow(process.memoryUsage().heapUsed - heapBefore, 10 * 1024 * 1024)
+      }),
+  )
+
+  it.live("many bad lines: each is counted, the warnings stay few", () =>
+    Effect.gen(function* () {
+      const dir = yield* tempDir
+      const file = path.join(dir, "usage.jsonl")
+      fs.writeFileSync(file, "garbage\n".repeat(5_000))
+      const warnings: Array<unknown> = []
+      const logger = Logger.make(({ logLevel, message }) => {
+        if (logLevel === "Warn") warnings.push(message)
+      })
+      const read = yield* readUsageFile(file).pipe(Effect.provide(Logger.layer([logger])))
+      assert.strictEqual(read.skipped, 5_000)
+      assert.strictEqual(warnings.length, 21)
     }),
   )
 
