@@ -143,9 +143,9 @@ export const makePipeline = (deps: PipelineDeps) => {
     res: ServerResponse,
     body: Buffer | BodyTooLarge | InvalidRequest,
   ) {
-    if (!Buffer.isBuffer(body)) return yield* body
+    if (!Buffer.isBuffer(body)) return yield* refused(info, progress, body)
     const p = plan(info, progress, body, req)
-    if (p instanceof Error) return yield* p
+    if (p instanceof Error) return yield* refused(info, progress, p)
     const request = progress.request!
     const tenant = info.principal.tenant
     // Uninterruptible up to the assignment: an admission that happened is settled (by the finish), even if
@@ -186,6 +186,24 @@ export const makePipeline = (deps: PipelineDeps) => {
     chosen.hold.report(relayed.outcome)
     return relayed
   })
+
+  /**
+   * A request refused before admission (bad body, unknown or forbidden
+   * route) still counts against the tenant's request limit, so refusals are
+   * not free to send; a tenant over its limit gets the 429 instead.
+   */
+  const refused = (info: RequestInfo, progress: Progress, error: GatewayError) =>
+    Effect.andThen(
+      Effect.uninterruptible(
+        Effect.map(
+          limits.admit({ tenant: info.principal.tenant, tokenCost: 0, reserve: 0, sessionId: undefined }),
+          (admission) => {
+            progress.admission = admission
+          },
+        ),
+      ),
+      Effect.fail(error),
+    )
 
   /**
    * A request that continues a Responses response goes only to the provider
@@ -354,7 +372,8 @@ export const makePipeline = (deps: PipelineDeps) => {
               write,
             )
       if (admission === undefined) return logged
-      if (info.endpoint !== "/v1/messages/count_tokens") {
+      // Only a planned request was counted open (a refusal is admitted for the request limit alone).
+      if (info.endpoint !== "/v1/messages/count_tokens" && progress.plan !== undefined) {
         openRequests.done(info.principal.tenant.name, overspendExcess(progress.plan!))
       }
       // Even a defect in the store call cannot cost the record or the end of the response.

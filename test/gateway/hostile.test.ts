@@ -1,7 +1,8 @@
 import { readFileSync } from "node:fs"
 import { connect } from "node:net"
 import { describe, expect, it } from "vitest"
-import { harnessForSuite } from "../support/harness.js"
+import { join } from "node:path"
+import { harnessForSuite, UPSTREAM_KEY_ENV } from "../support/harness.js"
 
 /** First steps of issue #16: what a hostile tenant's odd bodies get (bounded answers, no 500). */
 describe("hostile bodies", () => {
@@ -143,5 +144,41 @@ describe("hostile bodies", () => {
     expect(received.toLowerCase()).toContain("connection: close")
     expect(received).toContain('"type":"request_too_large"')
     expect(received.match(/HTTP\/1\.1 /g)).toHaveLength(1)
+  })
+})
+
+describe("refusals count against the request limit", () => {
+  const h = harnessForSuite({
+    config: (urls, keyHash, dir) => ({
+      server: { listen: "127.0.0.1:0" },
+      usage: { file: join(dir, "usage.jsonl") },
+      providers: { anthropic: { kind: "anthropic", base_url: urls[0], api_key_env: UPSTREAM_KEY_ENV } },
+      routes: {
+        claude: { api: "anthropic", targets: [{ provider: "anthropic", model: "claude-sonnet-5-5" }] },
+      },
+      tenants: {
+        acme: { keys: [{ id: "ci", sha256: keyHash }], routes: "*", limits: { requests_per_minute: 3 } },
+      },
+    }),
+  })
+
+  it("unknown routes and bad bodies use up the limit; the next request gets 429 and reaches no provider", async () => {
+    const send = (body: string) =>
+      fetch(`${h.url}/v1/messages`, {
+        method: "POST",
+        headers: { "x-api-key": h.key, "content-type": "application/json" },
+        body,
+      })
+    const notFound = await send(JSON.stringify({ model: "no-such-route", max_tokens: 5, messages: [] }))
+    expect(notFound.status).toBe(404)
+    expect(notFound.headers.get("ratelimit-remaining")).toBe("2")
+    expect((await send("not json")).status).toBe(400)
+    expect((await send(JSON.stringify({ model: "m".repeat(300) }))).status).toBe(400)
+    const valid = await send(
+      JSON.stringify({ model: "claude", max_tokens: 5, messages: [{ role: "user", content: "hi" }] }),
+    )
+    expect(valid.status).toBe(429)
+    expect(h.fakes[0]!.requests().count).toBe(0)
+    expect(h.records().map((r) => r.status)).toEqual([404, 400, 400, 429])
   })
 })
