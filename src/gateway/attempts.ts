@@ -4,7 +4,6 @@ import { NoUpstreamResponse, type TargetOutcome } from "../domain/errors.js"
 import type { ParsedRequest } from "../domain/request.js"
 import type { Meter } from "../meter/Meter.js"
 import type { TelemetryService } from "../ops/Telemetry.js"
-import type { ProviderClient } from "../providers/ProviderClient.js"
 import type { Providers } from "../providers/Providers.js"
 import type { Breakers } from "../reliability/Breakers.js"
 import type { Deadlines } from "../reliability/Deadlines.js"
@@ -22,7 +21,6 @@ import { requestFor, type Translations } from "./translation.js"
 export interface Chosen {
   readonly response: AttemptResponse
   readonly target: TargetConfig
-  readonly client: ProviderClient["Service"]
   /** What the attempt holds: `hold.report(outcome)` reports its result to the breaker (once). */
   readonly hold: AttemptHold
 }
@@ -135,7 +133,7 @@ export const makeAttempts = (deps: AttemptDeps) => {
         }
         const { rule, reason } = ruleFor(result)
         telemetry.attempt(target.provider, target.model, rule.outcome, waited)
-        const chosen: Chosen = { response: result, target, client, hold }
+        const chosen: Chosen = { response: result, target, hold }
         if (rule.decision === "serve") return chosen
         if (rule.decision === "return") {
           // Sent on unchanged, as an upstream error: its breaker learns nothing from how the relay goes.

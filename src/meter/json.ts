@@ -35,7 +35,15 @@ export interface JsonFacts {
 
 const NO_FACTS: JsonFacts = { usage: undefined, id: undefined }
 
-/** `usage` and `id` of a response body of `endpoint` (`usageFromJson` for what counts as usage). */
+/**
+ * What a non-stream response body of `endpoint` says. `usage`: Anthropic message
+ * `usage` (`input_tokens`, `output_tokens`, `cache_read_input_tokens`,
+ * `cache_creation_input_tokens`), Chat Completions or embeddings `usage`,
+ * or Responses `usage` (mappings in usage.ts). Fields the provider left out
+ * count 0; undefined when the body is not JSON, has no `usage` object, or
+ * the object reports no count. `id`: the body's id (a Responses answer's is
+ * remembered for `previous_response_id`).
+ */
 export const readJsonBody = (endpoint: Endpoint, body: Buffer | string): JsonFacts => {
   let parsed: unknown
   try {
@@ -55,17 +63,6 @@ export const readJsonBody = (endpoint: Endpoint, body: Buffer | string): JsonFac
   }
   return { usage, id: typeof id === "string" && id.length > 0 && id.length <= 256 ? id : undefined }
 }
-
-/**
- * The usage in a non-stream response body of `endpoint`: Anthropic message
- * `usage` (`input_tokens`, `output_tokens`, `cache_read_input_tokens`,
- * `cache_creation_input_tokens`), Chat Completions or embeddings `usage`,
- * or Responses `usage` (mappings in usage.ts). Fields the provider left out
- * count 0. Undefined when the body is not JSON, has no `usage` object, or
- * the object reports no count.
- */
-export const usageFromJson = (endpoint: Endpoint, body: Buffer | string): TokenCounts | undefined =>
-  readJsonBody(endpoint, body).usage
 
 /** Largest non-stream response body kept for reading its usage, bytes. Larger bodies are relayed but counted as "no usage". */
 export const MAX_JSON_BODY_BYTES = 16 * 1024 * 1024

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest"
-import { usageFromJson } from "../../src/meter/json.js"
+import { readJsonBody } from "../../src/meter/json.js"
 import { makeUsageAcc, mergeUsage, openaiReport } from "../../src/meter/usage.js"
 
 const none = {
@@ -47,7 +47,7 @@ describe("mergeUsage", () => {
   })
 })
 
-describe("usageFromJson", () => {
+describe("readJsonBody usage", () => {
   it("reads an Anthropic message's usage, missing cache fields as 0", () => {
     const body = JSON.stringify({
       id: "msg_1",
@@ -55,7 +55,7 @@ describe("usageFromJson", () => {
       content: [{ type: "text", text: "hi" }],
       usage: { input_tokens: 12, output_tokens: 16, cache_read_input_tokens: 4 },
     })
-    expect(usageFromJson("/v1/messages", Buffer.from(body))).toEqual({
+    expect(readJsonBody("/v1/messages", Buffer.from(body)).usage).toEqual({
       inputTokens: 12,
       outputTokens: 16,
       cacheReadTokens: 4,
@@ -69,7 +69,7 @@ describe("usageFromJson", () => {
       choices: [],
       usage: { prompt_tokens: 2006, completion_tokens: 300, prompt_tokens_details: { cached_tokens: 1920 } },
     })
-    expect(usageFromJson("/v1/chat/completions", body)).toEqual({
+    expect(readJsonBody("/v1/chat/completions", body).usage).toEqual({
       inputTokens: 86,
       outputTokens: 300,
       cacheReadTokens: 1920,
@@ -78,10 +78,10 @@ describe("usageFromJson", () => {
   })
 
   it("is undefined when usage is absent, empty or the body is not JSON", () => {
-    expect(usageFromJson("/v1/messages", '{"type":"message"}')).toBeUndefined()
-    expect(usageFromJson("/v1/messages", '{"usage":{}}')).toBeUndefined()
-    expect(usageFromJson("/v1/chat/completions", '{"usage":null}')).toBeUndefined()
-    expect(usageFromJson("/v1/chat/completions", "not json")).toBeUndefined()
-    expect(usageFromJson("/v1/chat/completions", "[1]")).toBeUndefined()
+    expect(readJsonBody("/v1/messages", '{"type":"message"}').usage).toBeUndefined()
+    expect(readJsonBody("/v1/messages", '{"usage":{}}').usage).toBeUndefined()
+    expect(readJsonBody("/v1/chat/completions", '{"usage":null}').usage).toBeUndefined()
+    expect(readJsonBody("/v1/chat/completions", "not json").usage).toBeUndefined()
+    expect(readJsonBody("/v1/chat/completions", "[1]").usage).toBeUndefined()
   })
 })
