@@ -87,6 +87,7 @@ const makeHandlers = Effect.gen(function* () {
   const breakerList = Effect.sync(() =>
     json({
       breakers: breakers.view().map((b) => ({
+        tenant: b.tenant,
         provider: b.provider,
         model: b.model,
         region: b.region === "" ? null : b.region,

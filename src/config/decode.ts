@@ -5,6 +5,7 @@
  */
 import { vertexBaseUrl } from "../domain/providerDefaults.js"
 import * as NodePath from "node:path"
+import { totalmem } from "node:os"
 import { Effect, Result, Schema } from "effect"
 import { checkBudgetPrices, checkKeyHashes, checkProviderEnv, checkRoutes, checkTenants } from "./checks.js"
 import { decodeNamed, salvageProvider, salvageRoute, salvageTenant, viewsOf } from "./entries.js"
@@ -113,6 +114,11 @@ export const decodeConfig = Effect.fn("Config.decode")(function* (raw: unknown, 
     targets: route.targets,
   }))
   const tenants = mapValues(tenantFiles.decoded, toTenant)
+  if (server.maxBufferedBytes !== undefined && server.maxBufferedBytes < 2 * server.maxBodyBytes) {
+    problems.push(
+      `${formatPath(["server", "max_buffered_bytes"])}: must be at least twice server.max_body_bytes (${2 * server.maxBodyBytes}): one tenant may hold half of it, and a body of the largest size must fit`,
+    )
+  }
   for (const [name, route] of routeFiles.decoded) {
     if (route.retry?.budgetRatio !== undefined) {
       warnings.push(
@@ -150,6 +156,9 @@ export const decodeConfig = Effect.fn("Config.decode")(function* (raw: unknown, 
       port: server.listen.port,
       shutdownGraceMs: server.shutdownGraceMs,
       maxBodyBytes: server.maxBodyBytes,
+      maxBufferedBytes: server.maxBufferedBytes ?? defaultMaxBufferedBytes(),
+      bodyTimeoutMs: server.bodyTimeoutMs,
+      maxConnections: server.maxConnections,
     },
     admin,
     store,
@@ -167,6 +176,19 @@ export const decodeConfig = Effect.fn("Config.decode")(function* (raw: unknown, 
   }
   return { config, warnings } satisfies Loaded
 })
+
+/**
+ * `server.max_buffered_bytes` when the config leaves it out: 1/16 of the
+ * memory this process may use (its cgroup's limit when it has one, else the
+ * machine's), between 64 MiB and 1 GiB.
+ */
+export const defaultMaxBufferedBytes = (): number => {
+  const total = totalmem()
+  const constrained = process.constrainedMemory()
+  const available = constrained > 0 && constrained < total ? constrained : total
+  return Math.min(1024 * MIB, Math.max(64 * MIB, Math.floor(available / 16)))
+}
+const MIB = 1024 * 1024
 
 const mapValues = <A, B>(map: ReadonlyMap<string, A>, f: (name: string, a: A) => B): ReadonlyMap<string, B> =>
   new Map([...map].map(([name, a]) => [name, f(name, a)]))
@@ -193,7 +215,11 @@ const toTenant = (name: string, file: S.TenantFile): TenantConfig => ({
   name,
   keys: file.keys,
   routes: file.routes,
-  limits: { requestsPerMinute: file.limits.requestsPerMinute, tokensPerMinute: file.limits.tokensPerMinute },
+  limits: {
+    requestsPerMinute: file.limits.requestsPerMinute,
+    tokensPerMinute: file.limits.tokensPerMinute,
+    concurrentRequests: file.limits.concurrentRequests,
+  },
   budgets: { month: file.budgets.month, session: file.budgets.session },
 })
 

@@ -19,6 +19,16 @@ export interface ServerConfig {
   readonly shutdownGraceMs: number
   /** Largest accepted request body, bytes. Default 10,485,760. */
   readonly maxBodyBytes: number
+  /**
+   * Most request-body bytes held by all requests together; one tenant may
+   * hold at most half. Default: 1/16 of the memory the process may use,
+   * between 64 MiB and 1 GiB.
+   */
+  readonly maxBufferedBytes: number
+  /** Longest time a client may take to send its request (headers and body), ms. Default 60 s. */
+  readonly bodyTimeoutMs: number
+  /** Most client connections open at once; more are closed on accept. Default 10,000. */
+  readonly maxConnections: number
 }
 
 export interface AdminConfig {
@@ -131,6 +141,8 @@ export interface TenantConfig {
   readonly limits: {
     readonly requestsPerMinute: number | undefined
     readonly tokensPerMinute: number | undefined
+    /** Most requests of the tenant in flight at once on this copy (from its headers to its record). */
+    readonly concurrentRequests: number | undefined
   }
   readonly budgets: {
     readonly month: BudgetConfig | undefined
@@ -163,7 +175,11 @@ export interface TollgateConfig {
   readonly retry: RetryConfig
   readonly breaker: BreakerConfig
   readonly timeouts: TimeoutsConfig
-  readonly sessions: { readonly derive: boolean }
+  readonly sessions: {
+    readonly derive: boolean
+    /** Most live sessions kept per tenant; past it the least recently used is evicted. Default 10,000. */
+    readonly maxPerTenant: number
+  }
   readonly providers: ReadonlyMap<string, ProviderConfig>
   readonly routes: ReadonlyMap<string, RouteConfig>
   readonly tenants: ReadonlyMap<string, TenantConfig>

@@ -35,12 +35,28 @@ const list = (of: string) => ({ message: `must be a list of ${of}` })
 const withDefault = <S extends Schema.Top>(schema: S, value: S["Type"]) =>
   schema.pipe(Schema.withDecodingDefaultTypeKey(Effect.succeed(value)))
 
-/** `server:` — defaults `127.0.0.1:8080`, `30s`, 10,485,760 bytes. */
+/**
+ * `server:` — defaults `127.0.0.1:8080`, `30s`, 10,485,760 bytes, a 60 s body
+ * deadline, 10,000 connections; `max_buffered_bytes` stays undefined when
+ * absent (decode.ts sizes it for the machine).
+ */
 export const ServerSection = Schema.Struct({
   listen: withDefault(Listen, { host: "127.0.0.1", port: 8080 }),
   shutdownGraceMs: withDefault(Duration, 30_000),
   maxBodyBytes: withDefault(PositiveInt, 10_485_760),
-}).pipe(Schema.encodeKeys({ shutdownGraceMs: "shutdown_grace", maxBodyBytes: "max_body_bytes" }), mapping)
+  maxBufferedBytes: Schema.optionalKey(PositiveInt),
+  bodyTimeoutMs: withDefault(PositiveDuration, 60_000),
+  maxConnections: withDefault(PositiveInt, 10_000),
+}).pipe(
+  Schema.encodeKeys({
+    shutdownGraceMs: "shutdown_grace",
+    maxBodyBytes: "max_body_bytes",
+    maxBufferedBytes: "max_buffered_bytes",
+    bodyTimeoutMs: "body_timeout",
+    maxConnections: "max_connections",
+  }),
+  mapping,
+)
 
 /** `admin:` — `token_env` defaults to `TOLLGATE_ADMIN_TOKEN`. */
 export const AdminSection = Schema.Struct({
@@ -118,10 +134,11 @@ export const TimeoutsOverride = Schema.Struct({
   totalMs: Schema.optionalKey(PositiveDuration),
 }).pipe(Schema.encodeKeys(timeoutKeys), mapping)
 
-/** `sessions:` — `derive` defaults to true. */
+/** `sessions:` — `derive` defaults to true, `max_per_tenant` to 10,000. */
 export const SessionsSection = Schema.Struct({
   derive: withDefault(says("must be true or false", Schema.Boolean), true),
-}).annotate({ message: "must be a mapping" })
+  maxPerTenant: withDefault(PositiveInt, 10_000),
+}).pipe(Schema.encodeKeys({ maxPerTenant: "max_per_tenant" }), mapping)
 
 const GcpRegion = says(
   "must be a Google Cloud region, e.g. us-east5 or global",
@@ -200,8 +217,13 @@ export const Tenant = Schema.Struct({
     Schema.Struct({
       requestsPerMinute: Schema.optionalKey(PositiveInt),
       tokensPerMinute: Schema.optionalKey(PositiveInt),
+      concurrentRequests: Schema.optionalKey(PositiveInt),
     }).pipe(
-      Schema.encodeKeys({ requestsPerMinute: "requests_per_minute", tokensPerMinute: "tokens_per_minute" }),
+      Schema.encodeKeys({
+        requestsPerMinute: "requests_per_minute",
+        tokensPerMinute: "tokens_per_minute",
+        concurrentRequests: "concurrent_requests",
+      }),
       mapping,
     ),
     {},

@@ -47,6 +47,22 @@ export class Draining extends Schema.TaggedError<Draining>()("Draining", {}) {
   }
 }
 
+/** The client took longer than `server.body_timeout` to send its request body: 408. */
+export class BodyTimeout extends Schema.TaggedError<BodyTimeout>()("BodyTimeout", {
+  timeoutMs: Schema.Number,
+}) {
+  override get message(): string {
+    return `the request body did not arrive within ${this.timeoutMs / 1000} s`
+  }
+}
+
+/** The request bodies held in memory are at `server.max_buffered_bytes` (or the tenant's half of it): 503. */
+export class BuffersFull extends Schema.TaggedError<BuffersFull>()("BuffersFull", {}) {
+  override get message(): string {
+    return "Tollgate is holding as many request bodies as it may; retry shortly"
+  }
+}
+
 /** What happened to one target while Tollgate tried a route (the `targets` list of a 502). */
 export const TargetOutcome = Schema.Struct({
   provider: Schema.String,
@@ -79,6 +95,8 @@ export type GatewayError =
   | EndpointNotFound
   | InvalidRequest
   | BodyTooLarge
+  | BuffersFull
+  | BodyTimeout
   | Draining
   | NoUpstreamResponse
   | InternalError
@@ -162,6 +180,20 @@ export const ERRORS: { readonly [Tag in GatewayError["_tag"]]: ErrorRow } = {
     openaiCode: "request_too_large",
     record: "request_too_large",
   },
+  BodyTimeout: {
+    status: 408,
+    anthropic: "invalid_request_error",
+    openai: "invalid_request_error",
+    openaiCode: "request_timeout",
+    record: "body_timeout",
+  },
+  BuffersFull: {
+    status: 503,
+    anthropic: "overloaded_error",
+    openai: "overloaded_error",
+    openaiCode: null,
+    record: "buffers_full",
+  },
   Draining: {
     status: 503,
     anthropic: "overloaded_error",
@@ -232,7 +264,12 @@ export const renderError = (api: ApiFormat, error: GatewayError): ErrorResponse 
       detail["targets"] = error.targets
       if (error.retryAfterSeconds !== undefined) headers["retry-after"] = String(error.retryAfterSeconds)
       break
+    case "BuffersFull":
+      headers["retry-after"] = "1"
+      headers["connection"] = "close"
+      break
     case "Draining":
+    case "BodyTimeout":
     case "BodyTooLarge":
       // A refused upload may still be arriving: the connection is not reused for a next request.
       headers["connection"] = "close"

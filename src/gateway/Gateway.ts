@@ -2,6 +2,7 @@ import { Context, Deferred, Duration, Effect, Exit, Fiber, Layer, Option } from 
 import { randomUUID } from "node:crypto"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { Config } from "../config/Config.js"
+import type { TenantConfig } from "../config/model.js"
 import { endpointApi, type Endpoint } from "../domain/endpoint.js"
 import { renderError, Unauthenticated } from "../domain/errors.js"
 import { Limits } from "../limits/Limits.js"
@@ -15,6 +16,7 @@ import { Breakers } from "../reliability/Breakers.js"
 import { Deadlines } from "../reliability/Deadlines.js"
 import { RetryBudget } from "../reliability/RetryBudget.js"
 import { makeAuthenticator } from "./auth.js"
+import { makeBufferBudget } from "./buffers.js"
 import { collectBody } from "./parse.js"
 import { makePipeline, type Interruption } from "./pipeline.js"
 import { writeError } from "./respond.js"
@@ -40,10 +42,14 @@ export class Gateway extends Context.Service<
 /** At most one warning line about failed authentications per this many ms. */
 const AUTH_WARN_EVERY_MS = 10_000
 
-/** A request in flight: its fiber (while it runs), and why it may be interrupted. */
+/** A request in flight: its fiber (while it runs), why it may be interrupted, and what it holds. */
 interface InFlight extends Listed, Interruption {
   fiber: Fiber.Fiber<void> | undefined
   shutdown: boolean
+  /** The tenant it is counted in flight for by the gate (undefined: not counted). */
+  tenant: TenantConfig | undefined
+  /** Body bytes it holds of the buffer budget. */
+  buffered: number
 }
 
 export const layer = Layer.effect(
@@ -52,6 +58,7 @@ export const layer = Layer.effect(
     const config = yield* Config
     const usageLog = yield* UsageLog
     const deadlines = yield* Deadlines
+    const limits = yield* Limits
     const pipeline = makePipeline({
       config,
       providers: yield* Providers,
@@ -59,12 +66,13 @@ export const layer = Layer.effect(
       usageLog,
       breakers: yield* Breakers,
       retryBudget: yield* RetryBudget,
-      limits: yield* Limits,
+      limits,
       telemetry: yield* Telemetry,
       openRequests: yield* OpenRequests,
       meters: yield* Meter,
     })
     const authenticate = makeAuthenticator(config)
+    const buffers = makeBufferBudget(config.server.maxBufferedBytes)
     const telemetry = yield* Telemetry
     /** Failed authentications since the last warning line (at most one line per AUTH_WARN_EVERY_MS). */
     let authFailures = 0
@@ -114,12 +122,26 @@ export const layer = Layer.effect(
         // In flight until its response has ended, after its record's write (ADR 0037).
         usageLog.afterWrite(() => {
           inflight.remove(entry)
+          release(entry)
           if (idle !== undefined && inflight.size === 0) Deferred.doneUnsafe(idle, Exit.void)
         })
       })
       res.on("close", () => {
         if (!res.writableEnded) fiber.interruptUnsafe()
       })
+    }
+
+    /** Ends what the request held: its place under the tenant's concurrency cap and its body's bytes. */
+    const release = (entry: InFlight): void => {
+      const tenant = entry.tenant
+      if (tenant === undefined) return
+      entry.tenant = undefined
+      limits.leave(tenant)
+      if (entry.buffered > 0) {
+        buffers.give(tenant.name, entry.buffered)
+        telemetry.bodyBytes(-entry.buffered)
+        entry.buffered = 0
+      }
     }
 
     /** Counted, and logged as one line per window however many come (a key guesser cannot flood the log). */
@@ -146,10 +168,27 @@ export const layer = Layer.effect(
         return authFailed()
       }
       const info: RequestInfo = { id: randomUUID(), startMs: deadlines.now(), endpoint, api, principal }
-      const entry: InFlight = { fiber: undefined, shutdown: false, listIndex: -1 }
+      const entry: InFlight = {
+        fiber: undefined,
+        shutdown: false,
+        listIndex: -1,
+        tenant: undefined,
+        buffered: 0,
+      }
       if (draining) return start(res, entry, pipeline.refuse(info, res, entry))
+      // What the headers decide is refused before a byte of the body is read (ADR 0049).
+      const tenant = principal.tenant
+      const early = limits.enter(tenant, endpoint)
+      if (early !== undefined) return start(res, entry, pipeline.handle(info, req, res, early, entry))
+      entry.tenant = tenant
+      const take = (bytes: number): boolean => {
+        if (!buffers.take(tenant.name, bytes)) return false
+        entry.buffered += bytes
+        telemetry.bodyBytes(bytes)
+        return true
+      }
       // A body that finishes arriving once the drain has begun is refused like a new request.
-      collectBody(req, config.server.maxBodyBytes, (body) =>
+      collectBody(req, config.server.maxBodyBytes, config.server.bodyTimeoutMs, take, (body) =>
         start(
           res,
           entry,

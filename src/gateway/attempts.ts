@@ -66,6 +66,8 @@ export const makeAttempts = (deps: AttemptDeps) => {
     tally: AttemptTally,
     request: ParsedRequest,
     route: RouteConfig,
+    /** The tenant the request is for: its failures feed its own breakers (ADR 0048). */
+    tenant: string,
     translations?: Translations | undefined,
   ) {
     const requestScope = yield* Effect.scope
@@ -89,7 +91,7 @@ export const makeAttempts = (deps: AttemptDeps) => {
         const scope = yield* Scope.fork(requestScope, "sequential")
         const hold = new AttemptHold(deadlines, breakers)
         yield* Scope.addFinalizer(scope, hold.release)
-        const permit = breakers.acquire(target.provider, target.model, client.region)
+        const permit = breakers.acquire(target.provider, target.model, client.region, tenant)
         if (permit._tag === "Blocked") {
           yield* Scope.close(scope, Exit.void)
           outcomes.push({ ...target, outcome: "skipped", reason: permit.reason })

@@ -1,35 +1,56 @@
 import type { IncomingHttpHeaders, IncomingMessage } from "node:http"
-import { BodyTooLarge, InvalidRequest } from "../domain/errors.js"
+import { BodyTimeout, BodyTooLarge, BuffersFull, InvalidRequest } from "../domain/errors.js"
 import type { Endpoint } from "../domain/endpoint.js"
 import { readRequest, type Parsed } from "../domain/request.js"
 import { duplicatedMember } from "../providers/patch.js"
 
+/** Where a body's bytes are taken from as they arrive (the buffer budget, src/gateway/buffers.ts). */
+export type TakeBytes = (bytes: number) => boolean
+
 /**
  * Reads the whole request body with plain callbacks (before the request's
  * fiber starts: one `Effect.callback` fewer per request), answering with
- * BodyTooLarge past `limit` bytes (content-length is checked first), or
+ * BodyTooLarge past `limit` bytes (content-length is checked first),
+ * BuffersFull when `take` refuses the bytes (a declared length is taken
+ * whole before any is read; the rest of the upload is then not read),
+ * BodyTimeout when it has not all arrived within `timeoutMs`, or
  * InvalidRequest when the body cannot be read (the client went away).
  */
 export const collectBody = (
   req: IncomingMessage,
   limit: number,
-  done: (body: Buffer | BodyTooLarge | InvalidRequest) => void,
+  timeoutMs: number,
+  take: TakeBytes,
+  done: (body: Buffer | BodyTooLarge | BuffersFull | BodyTimeout | InvalidRequest) => void,
 ): void => {
   const declared = req.headers["content-length"]
-  if (declared !== undefined && Number(declared) > limit) {
+  const length = declared === undefined ? Number.NaN : Number(declared)
+  if (length > limit) {
     req.resume()
     return done(new BodyTooLarge({ limitBytes: limit }))
   }
+  // A declared length is taken before the first byte is read; a chunked body as its chunks come.
+  const sized = Number.isSafeInteger(length) && length >= 0
+  if (sized && !take(length)) return done(new BuffersFull())
   const chunks: Array<Buffer> = []
   let size = 0
   let finished = false
-  const finish = (result: Buffer | BodyTooLarge | InvalidRequest) => {
+  // A body still on its way gets a deadline (`server.body_timeout`); one that arrived with the headers, none.
+  const timer = req.complete
+    ? undefined
+    : setTimeout(() => {
+        req.pause()
+        finish(new BodyTimeout({ timeoutMs }))
+      }, timeoutMs)
+  const finish = (result: Buffer | BodyTooLarge | BuffersFull | BodyTimeout | InvalidRequest) => {
     if (finished) return
     finished = true
+    if (timer !== undefined) clearTimeout(timer)
     req.off("data", onData)
     req.off("end", onEnd)
     req.off("error", onFailure)
     req.off("aborted", onFailure)
+    req.off("close", onFailure)
     done(result)
   }
   const onData = (chunk: Buffer) => {
@@ -37,6 +58,10 @@ export const collectBody = (
     if (size > limit) {
       req.resume()
       return finish(new BodyTooLarge({ limitBytes: limit }))
+    }
+    if (!sized && !take(chunk.length)) {
+      req.pause()
+      return finish(new BuffersFull())
     }
     chunks.push(chunk)
   }
@@ -46,6 +71,8 @@ export const collectBody = (
   req.on("end", onEnd)
   req.on("error", onFailure)
   req.on("aborted", onFailure)
+  // Closed before its end (a deadline, a reset): whichever of these comes first ends the read.
+  req.on("close", onFailure)
 }
 
 /** The top-level members Tollgate reads to route, budget and meter a request: each must be given once. */

@@ -10,7 +10,6 @@ import {
   RouteNotAllowed,
   RouteNotFound,
   streamErrorEvent,
-  type BodyTooLarge,
   type GatewayError,
 } from "../domain/errors.js"
 import type { ParsedRequest } from "../domain/request.js"
@@ -141,7 +140,7 @@ export const makePipeline = (deps: PipelineDeps) => {
     progress: Progress,
     req: IncomingMessage,
     res: ServerResponse,
-    body: Buffer | BodyTooLarge | InvalidRequest,
+    body: Buffer | GatewayError,
   ) {
     if (!Buffer.isBuffer(body)) return yield* refused(info, progress, body)
     const p = plan(info, progress, body, req)
@@ -181,7 +180,7 @@ export const makePipeline = (deps: PipelineDeps) => {
       const owner = yield* limits.responseOwner(request.previousResponseId)
       if (owner !== undefined) route = yield* ownersTargets(route, tenant.name, owner)
     }
-    const chosen = yield* attempts(progress.tally, request, route, progress.translations)
+    const chosen = yield* attempts(progress.tally, request, route, tenant.name, progress.translations)
     const relayed = yield* serve(info, progress, chosen, res)
     chosen.hold.report(relayed.outcome)
     return relayed
@@ -388,7 +387,7 @@ export const makePipeline = (deps: PipelineDeps) => {
     info: RequestInfo,
     req: IncomingMessage,
     res: ServerResponse,
-    body: Buffer | BodyTooLarge | InvalidRequest,
+    body: Buffer | GatewayError,
     interruption: Interruption,
   ): Effect.Effect<void> => {
     const progress = makeProgress()

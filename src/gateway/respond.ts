@@ -72,6 +72,9 @@ export const writeError = (
   // Sized, like a relayed body with a known length (ADR 0040): no chunked framing for a body Tollgate made whole.
   headers["content-length"] = String(Buffer.byteLength(rendered.body))
   if (request !== undefined) tollgateHeaders(request.info, request.progress, headers)
+  // Refused before its upload arrived (admission before the body, ADR 0049): the rest is not read, so the
+  // connection cannot carry a next request.
+  if (res.req !== undefined && !res.req.complete) headers["connection"] = "close"
   res.writeHead(rendered.status, headers)
   res.end(rendered.body)
 }

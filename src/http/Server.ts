@@ -41,9 +41,6 @@ const proxyEndpoint = (method: string | undefined, url: string | undefined): End
   }
 }
 
-/** Longest time a client may take to send its whole request (headers and body), ms. Responses are not limited by it. */
-const REQUEST_BODY_TIMEOUT_MS = 60_000
-
 const formatHost = (host: string): string => (host.includes(":") ? `[${host}]` : host)
 
 /**
@@ -58,8 +55,9 @@ export const layer = Layer.effect(
     const limits = yield* Limits
     const admin = yield* AdminApi
     const router = yield* HttpRouter.make
+    const metrics = yield* Metrics
     yield* router.addAll(
-      makeRoutes(config, { draining: gateway.draining, storeOk: limits.checkStore }, yield* Metrics),
+      makeRoutes(config, { draining: gateway.draining, storeOk: limits.checkStore }, metrics),
     )
     yield* router.addAll(admin.routes)
     const app = router.asHttpEffect().pipe(Effect.catch(() => notFound))
@@ -69,10 +67,23 @@ export const layer = Layer.effect(
       if (endpoint !== undefined) gateway.handle(req, res, endpoint)
       else other(req, res)
     }
+    const { bodyTimeoutMs, maxConnections } = config.server
     const server: NodeServer = createServer(
-      { keepAliveTimeout: 65_000, requestTimeout: REQUEST_BODY_TIMEOUT_MS },
+      {
+        keepAliveTimeout: 65_000,
+        // `server.body_timeout` bounds a slow upload (it holds memory): the proxy endpoints answer 408 when the
+        // body has not arrived in time (src/gateway/parse.ts); the headers get the same time, and Node's own
+        // deadline for the whole request is a backstop a little later. Responses are not limited by them.
+        requestTimeout: bodyTimeoutMs + Math.min(60_000, bodyTimeoutMs) + 5_000,
+        headersTimeout: Math.min(60_000, bodyTimeoutMs),
+        connectionsCheckingInterval: Math.max(250, Math.min(5_000, Math.floor(bodyTimeoutMs / 10))),
+      },
       handler,
     )
+    // `server.max_connections`: past it, a new connection is closed as it is accepted (counted).
+    server.maxConnections = maxConnections
+    const telemetry = metrics.telemetry
+    server.on("drop", () => telemetry.connectionDropped())
     server.on("clientError", onClientError)
     const address = yield* Effect.acquireRelease(
       Effect.callback<AddressInfo, ListenError>((resume) => {

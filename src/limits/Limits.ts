@@ -1,10 +1,14 @@
 import { Clock, Context, Effect, Layer } from "effect"
+import { Config } from "../config/Config.js"
 import type { BudgetConfig, TenantConfig } from "../config/model.js"
+import type { Endpoint } from "../domain/endpoint.js"
 import { BudgetExceeded, RateLimited, StoreUnavailable } from "../domain/errors.js"
 import { noopTelemetry, Telemetry, type TelemetryService } from "../ops/Telemetry.js"
 import { makeMemoryStore } from "./memoryStore.js"
-import { rateHeaders, retryAfterSeconds, type RateHeaders } from "./rateHeaders.js"
+import { makeGate } from "./gate.js"
+import { rateHeaders, retryAfterMs, retryAfterSeconds, type RateHeaders } from "./rateHeaders.js"
 import {
+  monthOf,
   Store,
   type Admitted,
   type BudgetCheck,
@@ -124,13 +128,31 @@ export class Limits extends Context.Service<
     readonly storeOk: () => boolean
     /** `storeOk`, asking the store once more when it was failing (what /readyz reports, also with no traffic). */
     readonly checkStore: Effect.Effect<boolean>
+    /**
+     * Admission before the body (ADR 0049): refuses, from the headers alone, a
+     * tenant over its concurrency cap on this copy, or whose request limit or
+     * hard month budget the store's last answers show spent; else counts the
+     * request in flight until `leave`.
+     */
+    readonly enter: (tenant: TenantConfig, endpoint: Endpoint) => RateLimited | BudgetExceeded | undefined
+    readonly leave: (tenant: TenantConfig) => void
   }
 >()("tollgate/limits/Limits") {}
 
+/** The default of `sessions.max_per_tenant`: the most live sessions a tenant keeps. */
+export const DEFAULT_MAX_SESSIONS = 10_000
+
+/**
+ * The limits over `store`. `maxSessions` (`sessions.max_per_tenant`) caps
+ * each tenant's live sessions: an admission that starts a new one at the cap
+ * evicts the least recently used, counted by `telemetry.sessionsEvicted`
+ * (never logged: a flood of new sessions must not flood the log).
+ */
 export const make = (
   store: StoreService,
   now: () => number,
   telemetry: TelemetryService = noopTelemetry,
+  maxSessions: number = DEFAULT_MAX_SESSIONS,
 ): Limits["Service"] => {
   const local = makeMemoryStore()
   let localUntil = 0
@@ -163,10 +185,22 @@ export const make = (
           reserve: 0,
           month: undefined,
           session: undefined,
+          maxSessions,
         })
         .pipe(Effect.orDie)
       return { via: "local" as const, result }
     })
+
+  const gate = makeGate(now)
+
+  /** What the gate keeps of a store's refusal (ADR 0049). */
+  const learn = (tenant: TenantConfig, refused: Refused, error: RateLimited | BudgetExceeded): void => {
+    if (refused.monthSpend !== undefined) gate.learnMonthSpend(tenant, monthOf(now()), refused.monthSpend)
+    if (refused.reason === "requests" && error._tag === "RateLimited") {
+      // A millisecond early rather than late: the store, not the gate, refuses at the boundary.
+      gate.learnRequestLimit(tenant, error, Math.max(0, Math.floor(retryAfterMs(refused.requests!, 1)) - 1))
+    }
+  }
 
   /** The admission of an answered store (or local) call: a refusal fails, soft budgets passed are logged. */
   const conclude = (
@@ -174,7 +208,13 @@ export const make = (
     via: "store" | "local",
     result: Admitted | Refused,
   ): Effect.Effect<Admission, RateLimited | BudgetExceeded> => {
-    if (result._tag === "Refused") return Effect.fail(refusal(result, input))
+    if (result._tag === "Refused") {
+      const error = refusal(result, input)
+      if (via === "store") learn(input.tenant, result, error)
+      return Effect.fail(error)
+    }
+    if (via === "store") gate.learnMonthSpend(input.tenant, result.month, result.monthSpend)
+    if (result.sessionsEvicted > 0) telemetry.sessionsEvicted(input.tenant.name, result.sessionsEvicted)
     const admission: Admission = {
       via,
       tenant: input.tenant,
@@ -229,6 +269,7 @@ export const make = (
             input.sessionId === undefined || requestLimitOnly(input)
               ? undefined
               : { id: input.sessionId, budget: check(tenant.budgets.session) },
+          maxSessions,
         }),
         {
           onFailure: (error) => fallBackToLocal(input, t, error.message),
@@ -330,7 +371,17 @@ export const make = (
         ),
       )
 
-  return { admit, settle, extend, rememberResponse, responseOwner, storeOk: () => healthy, checkStore }
+  return {
+    enter: gate.enter,
+    leave: gate.leave,
+    admit,
+    settle,
+    extend,
+    rememberResponse,
+    responseOwner,
+    storeOk: () => healthy,
+    checkStore,
+  }
 }
 
 export const layer = Layer.effect(
@@ -339,6 +390,7 @@ export const layer = Layer.effect(
     const store = yield* Store
     const clock = yield* Clock.Clock
     const telemetry = yield* Telemetry
-    return make(store, () => clock.currentTimeMillisUnsafe(), telemetry)
+    const config = yield* Config
+    return make(store, () => clock.currentTimeMillisUnsafe(), telemetry, config.sessions.maxPerTenant)
   }),
 )

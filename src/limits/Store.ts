@@ -36,6 +36,14 @@ export interface AdmitRequest {
   readonly month: BudgetCheck | undefined
   /** The request's session (explicit or derived), with the tenant's session budget if any. */
   readonly session: { readonly id: string; readonly budget: BudgetCheck | undefined } | undefined
+  /**
+   * Most live sessions the tenant keeps (`sessions.max_per_tenant`, ≥ 1). An
+   * admission that starts a new session when the tenant already has this many
+   * evicts the least recently used ones first (oldest last request; among equal
+   * times, the smallest id), atomically with the admission. A refusal evicts
+   * nothing; a request in a live session never evicts.
+   */
+  readonly maxSessions: number
 }
 
 /** A sliding-window counter as read at `now` (after this request was counted, when admitted). */
@@ -59,6 +67,10 @@ export interface Admitted {
   readonly tokens: WindowState | undefined
   /** Soft budgets whose spend plus open reservations now passes their limit. */
   readonly softExceeded: ReadonlyArray<"month" | "session">
+  /** Live sessions of the tenant this admission evicted to stay within `maxSessions` (0 normally). */
+  readonly sessionsEvicted: number
+  /** The tenant's settled spend of the month before this request (micro-USD, reservations left out). */
+  readonly monthSpend: number
 }
 
 export type RefusalReason = "requests" | "tokens" | "tokens_too_large" | "month_budget" | "session_budget"
@@ -68,6 +80,8 @@ export interface Refused {
   readonly reason: RefusalReason
   readonly requests: WindowState | undefined
   readonly tokens: WindowState | undefined
+  /** The tenant's settled spend of the month (micro-USD, reservations left out); undefined when refused before it was read. */
+  readonly monthSpend: number | undefined
 }
 
 export interface SettleRequest {

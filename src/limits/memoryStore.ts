@@ -3,7 +3,9 @@
  * are the Redis Lua scripts' rules, line for line (`lua/*.ts`), so both
  * stores pass one conformance suite. Every map stays bounded: minute
  * counters older than the previous minute, sessions idle for 24 h and
- * months before the previous month are dropped as time passes.
+ * months before the previous month are dropped as time passes, and a
+ * tenant keeps at most `maxSessions` live sessions (the least recently used
+ * are evicted when a new one starts).
  */
 import { Clock, Effect, Layer } from "effect"
 import { readUsageFile, type UsageFileError } from "../meter/UsageLog.js"
@@ -117,6 +119,32 @@ const make = () => {
     data.newestSession = id
   }
 
+  /**
+   * Drops the `count` least recently used sessions (all live: `prune` ran
+   * first) and returns how many it dropped. The oldest are at the front of
+   * the map; among the front entries with the same `last`, the smallest id
+   * goes first, as in the Redis store's session index (ZPOPMIN).
+   */
+  const evict = (data: TenantData, count: number): number => {
+    let evicted = 0
+    while (evicted < count) {
+      let victim: string | undefined
+      let oldest = 0
+      for (const [id, session] of data.sessions) {
+        if (victim === undefined) {
+          victim = id
+          oldest = session.last
+        } else if (session.last !== oldest) break
+        else if (id < victim) victim = id
+      }
+      if (victim === undefined) break
+      data.sessions.delete(victim)
+      if (victim === data.newestSession) data.newestSession = undefined
+      evicted++
+    }
+    return evicted
+  }
+
   const admit = (request: AdmitRequest): Admitted | Refused => {
     const { now, tokenCost, reserve, requestsPerMinute: rpm, tokensPerMinute: tpm } = request
     const data = tenant(request.tenant)
@@ -126,11 +154,13 @@ const make = () => {
     const current = data.minutes.get(minute) ?? { ...ZERO }
     const previous = data.minutes.get(minute - 1) ?? ZERO
     const tokenLimit = tokenCost > 0 ? tpm : undefined
+    let spendRead: number | undefined
     const refuse = (reason: RefusalReason): Refused => ({
       _tag: "Refused",
       reason,
       requests: windowAt(rpm, current.requests, previous.requests, now),
       tokens: windowAt(tokenLimit, current.tokens, previous.tokens, now),
+      monthSpend: spendRead,
     })
 
     if (rpm !== undefined && !fitsWindow(rpm, current.requests, previous.requests, msIntoMinute, 1)) {
@@ -144,15 +174,14 @@ const make = () => {
     }
     const monthKey = monthOf(now)
     const monthSpend = data.months.get(monthKey) ?? { spend: 0, reserved: 0 }
+    spendRead = monthSpend.spend
     const monthBudget = request.month
     if (monthBudget?.hard === true && monthSpend.spend + monthSpend.reserved + reserve > monthBudget.limit) {
       return refuse("month_budget")
     }
     const sessionRequest = request.session
-    const session =
-      sessionRequest === undefined
-        ? undefined
-        : (liveSession(data, sessionRequest.id, now) ?? { spend: 0, reserved: 0, last: now })
+    const live = sessionRequest === undefined ? undefined : liveSession(data, sessionRequest.id, now)
+    const session = sessionRequest === undefined ? undefined : (live ?? { spend: 0, reserved: 0, last: now })
     const sessionBudget = sessionRequest?.budget
     if (
       session !== undefined &&
@@ -171,7 +200,13 @@ const make = () => {
     if (monthBudget?.hard === false && monthEntry.spend + monthEntry.reserved > monthBudget.limit) {
       softExceeded.push("month")
     }
+    let sessionsEvicted = 0
     if (session !== undefined && sessionRequest !== undefined) {
+      if (live === undefined) {
+        // A new session: make room under the cap (an expired entry of the same id is replaced, not counted).
+        data.sessions.delete(sessionRequest.id)
+        sessionsEvicted = evict(data, data.sessions.size - request.maxSessions + 1)
+      }
       session.reserved += reserve
       touch(data, sessionRequest.id, session, now)
       if (sessionBudget?.hard === false && session.spend + session.reserved > sessionBudget.limit) {
@@ -185,6 +220,8 @@ const make = () => {
       requests: windowAt(rpm, current.requests, previous.requests, now),
       tokens: windowAt(tokenLimit, current.tokens, previous.tokens, now),
       softExceeded,
+      sessionsEvicted,
+      monthSpend: spendRead,
     }
   }
 

@@ -32,16 +32,20 @@ export const rateHeaders = (
 }
 
 /**
- * Seconds until the sliding window would admit `cost` more, assuming no other
- * traffic: the previous minute's weight fades through the current minute;
- * if that is not enough, the current minute becomes the previous one.
+ * Milliseconds until the sliding window would admit `cost` more, assuming no
+ * other traffic: the previous minute's weight fades through the current
+ * minute; if that is not enough, the current minute becomes the previous one.
  */
-export const retryAfterSeconds = (w: WindowState, cost: number): number => {
-  const leftInMinute = (1 - w.elapsed) * 60
+export const retryAfterMs = (w: WindowState, cost: number): number => {
+  const leftInMinute = (1 - w.elapsed) * 60_000
   if (w.current + cost <= w.limit && w.previous > 0) {
     const fraction = 1 - w.elapsed - (w.limit - w.current - cost) / w.previous
-    if (fraction * 60 < leftInMinute) return Math.max(1, Math.ceil(Math.max(0, fraction) * 60))
+    if (fraction * 60_000 < leftInMinute) return Math.max(0, fraction) * 60_000
   }
   const nextFraction = w.current > 0 ? Math.max(0, 1 - (w.limit - cost) / w.current) : 0
-  return Math.max(1, Math.ceil(leftInMinute + nextFraction * 60))
+  return leftInMinute + nextFraction * 60_000
 }
+
+/** `retryAfterMs` in whole seconds, at least 1 (the `retry-after` header). */
+export const retryAfterSeconds = (w: WindowState, cost: number): number =>
+  Math.max(1, Math.ceil(retryAfterMs(w, cost) / 1000))

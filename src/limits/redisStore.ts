@@ -57,6 +57,7 @@ const keys = (tenant: string) => {
     requests: (minute: number) => `${p}rq:${minute}`,
     tokens: (minute: number) => `${p}tk:${minute}`,
     month: (month: string) => `${p}month:${month}`,
+    // The admit script names an evicted session's hash the same way, from this key of the request's session.
     session: (id: string | undefined) => (id === undefined ? `${p}session` : `${p}session:${id}`),
     sessionIndex: `${p}sessions`,
   }
@@ -168,18 +169,35 @@ const make = Effect.fnUntraced(function* (url: string) {
         COUNTER_PX,
         MONTH_PX,
         SESSION_PX,
+        request.maxSessions,
       ),
     ).pipe(
       Effect.map((reply): Admitted | Refused => {
         const requests = windowAt(request.requestsPerMinute, int(reply[2]), int(reply[3]), now)
         const tokens = windowAt(tokenLimit, int(reply[4]), int(reply[5]), now)
         if (int(reply[0]) !== 1) {
-          return { _tag: "Refused", reason: REFUSAL_CODES[int(reply[1])] ?? "requests", requests, tokens }
+          const spend = int(reply[9])
+          return {
+            _tag: "Refused",
+            reason: REFUSAL_CODES[int(reply[1])] ?? "requests",
+            requests,
+            tokens,
+            monthSpend: spend < 0 ? undefined : spend,
+          }
         }
         const softExceeded: Array<"month" | "session"> = []
         if (int(reply[6]) === 1) softExceeded.push("month")
         if (int(reply[7]) === 1) softExceeded.push("session")
-        return { _tag: "Admitted", minute, month, requests, tokens, softExceeded }
+        return {
+          _tag: "Admitted",
+          minute,
+          month,
+          requests,
+          tokens,
+          softExceeded,
+          sessionsEvicted: int(reply[8]),
+          monthSpend: int(reply[9]),
+        }
       }),
     )
   }

@@ -53,6 +53,8 @@ interface TenantCells {
   readonly rateLimited: CounterCell
   readonly budgetRefused: CounterCell
   readonly cutoff: CounterCell
+  readonly sessionsEvicted: CounterCell
+  readonly buffersFull: CounterCell
 }
 
 /** Builds one registry and the hooks that feed it. */
@@ -70,7 +72,10 @@ export const make = (deps: MetricsDeps): MetricsService => {
     spend: new CounterCells(m.spend),
     tokens: new CounterCells(m.tokens),
     storeErrors: new CounterCells(m.storeErrors),
+    sessionsEvicted: new CounterCells(m.sessionsEvicted),
     authFailures: new CounterCells(m.authFailures),
+    buffersFull: new CounterCells(m.buffersFull),
+    connectionsDropped: new CounterCells(m.connectionsDropped),
   }
   const requestCell = cache3((route: string, provider: string, status: number) =>
     counters.requests.add({ route, provider, status: String(status) }),
@@ -85,6 +90,7 @@ export const make = (deps: MetricsDeps): MetricsService => {
   const retryBudgetRefused = counters.retryBudgetRefusals.add({})
   const storeErrors = counters.storeErrors.add({})
   const authFailures = counters.authFailures.add({})
+  const connectionsDropped = counters.connectionsDropped.add({})
   const tenantCells = cache1((tenant: string): TenantCells => ({
     spend: counters.spend.add({ tenant }),
     tokens: [
@@ -96,9 +102,12 @@ export const make = (deps: MetricsDeps): MetricsService => {
     rateLimited: counters.rateLimitRefusals.add({ tenant }),
     budgetRefused: counters.budgetRefusals.add({ tenant }),
     cutoff: counters.budgetCutoffs.add({ tenant }),
+    sessionsEvicted: counters.sessionsEvicted.add({ tenant }),
+    buffersFull: counters.buffersFull.add({ tenant }),
   }))
   for (const tenant of deps.tenants) tenantCells(tenant)
   let openStreams = 0
+  let bodyBytes = 0
 
   const requestDone = ({ record, route, committed, overheadMs }: RequestDone): void => {
     requestCell(route, record.provider ?? "", record.status).inc()
@@ -110,6 +119,7 @@ export const make = (deps: MetricsDeps): MetricsService => {
     tenant.tokens[3].inc(record.cache_write_tokens)
     // Refusals are answered before any upstream byte (402/429); the stream cutoff ends a committed 200.
     if (record.error === "rate_limited") tenant.rateLimited.inc()
+    else if (record.error === "buffers_full") tenant.buffersFull.inc()
     else if (record.error === "budget_exceeded") {
       if (committed) tenant.cutoff.inc()
       else tenant.budgetRefused.inc()
@@ -126,7 +136,12 @@ export const make = (deps: MetricsDeps): MetricsService => {
     nextAttempt: (kind) => (kind === "retry" ? retries : fallbacks).inc(),
     retryBudgetRefused: () => retryBudgetRefused.inc(),
     storeError: () => storeErrors.inc(),
+    sessionsEvicted: (tenant, count) => tenantCells(tenant).sessionsEvicted.inc(count),
     authFailed: () => authFailures.inc(),
+    connectionDropped: () => connectionsDropped.inc(),
+    bodyBytes: (delta) => {
+      bodyBytes += delta
+    },
     streamOpened: () => {
       openStreams++
     },
@@ -139,17 +154,25 @@ export const make = (deps: MetricsDeps): MetricsService => {
   const refresh = (): void => {
     for (const cells of Object.values(counters)) cells.sync()
     m.openStreams.set(openStreams)
+    m.bodyBuffered.set(bodyBytes)
     m.relayBuffered.set(deps.relayBuffered())
     m.breakerState.reset()
     m.breakerFailureRatio.reset()
     let cooling = 0
+    let tenantsOpen = 0
     for (const b of deps.breakers()) {
+      // A tenant's own breaker is listed only when not closed; no tenant label (cardinality).
+      if (b.tenant !== null) {
+        tenantsOpen++
+        continue
+      }
       const labels = { provider: b.provider, model: b.model }
       m.breakerState.set(labels, BREAKER_STATE_VALUE[b.state])
       m.breakerFailureRatio.set(labels, b.failureRatio)
       if (b.cooldownUntil > 0) cooling++
     }
     m.cooldowns.set(cooling)
+    m.tenantBreakersOpen.set(tenantsOpen)
     for (const tenant of deps.tenants) {
       const bound = deps.overspend(tenant)
       m.openRequests.set({ tenant }, bound.open)

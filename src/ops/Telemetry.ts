@@ -31,8 +31,14 @@ export interface TelemetryService {
   readonly retryBudgetRefused: () => void
   /** The limit store failed (ADR 0006). */
   readonly storeError: () => void
+  /** An admission evicted `count` of the tenant's least recently used sessions (`sessions.max_per_tenant`). */
+  readonly sessionsEvicted: (tenant: string, count: number) => void
   /** A request came without a valid key (401). */
   readonly authFailed: () => void
+  /** A client connection was closed as it arrived (`server.max_connections`). */
+  readonly connectionDropped: () => void
+  /** Request-body bytes held in memory changed by `delta` (`server.max_buffered_bytes`). */
+  readonly bodyBytes: (delta: number) => void
   /** An event stream was committed to a client / ended. */
   readonly streamOpened: () => void
   readonly streamClosed: () => void
@@ -49,7 +55,10 @@ export const noopTelemetry: TelemetryService = {
   nextAttempt: noop,
   retryBudgetRefused: noop,
   storeError: noop,
+  sessionsEvicted: noop,
   authFailed: noop,
+  connectionDropped: noop,
+  bodyBytes: noop,
   streamOpened: noop,
   streamClosed: noop,
 }

@@ -85,6 +85,23 @@ export const makeInstruments = (registry: Registry) => {
       help: "Limit store operations that failed (the gateway then uses local limits for 5 s).",
       registers,
     }),
+    buffersFull: new Counter({
+      name: "tollgate_buffers_full_total",
+      help: "Requests refused with 503 because request bodies in memory were at server.max_buffered_bytes (or the tenant's half).",
+      labelNames: ["tenant"] as const,
+      registers,
+    }),
+    connectionsDropped: new Counter({
+      name: "tollgate_connections_dropped_total",
+      help: "Client connections closed as they arrived because server.max_connections were open.",
+      registers,
+    }),
+    sessionsEvicted: new Counter({
+      name: "tollgate_sessions_evicted_total",
+      help: "Live sessions evicted (least recently used first) to keep a tenant within sessions.max_per_tenant.",
+      labelNames: ["tenant"] as const,
+      registers,
+    }),
     // Histograms observed on every request: cells (cells.ts), read at scrape time.
     upstreamLatency: new CellHistogram<"provider" | "model">(
       "tollgate_upstream_latency_seconds",
@@ -108,6 +125,11 @@ export const makeInstruments = (registry: Registry) => {
       help: "Bytes held in memory for responses being relayed now (upstream read buffers and client write buffers).",
       registers,
     }),
+    bodyBuffered: new Gauge({
+      name: "tollgate_buffered_bytes",
+      help: "Request-body bytes held in memory now, counted against server.max_buffered_bytes.",
+      registers,
+    }),
     breakerState: new Gauge({
       name: "tollgate_breaker_state",
       help: "Circuit breaker state per target: 0 closed, 1 half-open, 2 open.",
@@ -118,6 +140,11 @@ export const makeInstruments = (registry: Registry) => {
       name: "tollgate_breaker_failure_ratio",
       help: "Failed share of the attempts a closed breaker counted in the recent minute.",
       labelNames: ["provider", "model"] as const,
+      registers,
+    }),
+    tenantBreakersOpen: new Gauge({
+      name: "tollgate_tenant_breakers_open",
+      help: "Tenants' own breakers (per tenant, provider and model) that are open or half-open.",
       registers,
     }),
     cooldowns: new Gauge({

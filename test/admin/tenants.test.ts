@@ -204,6 +204,7 @@ describe("/admin/tenants", () => {
 })
 
 interface BreakerBody {
+  readonly tenant: string | null
   readonly provider: string
   readonly model: string
   readonly state: string
@@ -215,17 +216,29 @@ interface BreakerBody {
 
 describe("/admin/breakers", () => {
   it("shows an opened breaker with when it may be tested, and a retry-after cooldown with when it ends", async () => {
+    // Two tenants are configured and only acme sends: its failures open acme's own breaker of the target,
+    // listed with `tenant`; the shared one (tenant null) counts them but stays closed (ADR 0048).
     const before = Date.now()
     for (let i = 0; i < 2; i++) expect((await send(h.key, "flaky")).status).toBe(500)
     expect((await send(h.key, "limited")).status).toBe(429)
     const after = Date.now()
     const response = await adminGet(h.url, "/admin/breakers")
     expect(response.status).toBe(200)
-    const breakers = new Map(
-      (response.body as { breakers: Array<BreakerBody> }).breakers.map((b) => [b.provider, b]),
-    )
-    const flaky = breakers.get("flaky")!
+    const listed = (response.body as { breakers: Array<BreakerBody> }).breakers
+    const breakers = new Map(listed.filter((b) => b.tenant === null).map((b) => [b.provider, b]))
+    expect(breakers.get("flaky")).toMatchObject({
+      model: "claude-sonnet-5-5",
+      state: "closed",
+      failure_ratio: 1,
+      attempts: 2,
+      testable_at: null,
+    })
+    const owned = listed.filter((b) => b.tenant !== null)
+    expect(owned).toHaveLength(1)
+    const flaky = owned[0]!
     expect(flaky).toMatchObject({
+      tenant: "acme",
+      provider: "flaky",
       model: "claude-sonnet-5-5",
       state: "open",
       failure_ratio: 1,

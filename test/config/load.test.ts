@@ -199,7 +199,7 @@ describe("Config service", () => {
       const viaLayer = yield* Config.pipe(
         Effect.provide(Layer.fresh(Config.layerTest({ sessions: { derive: false } }))),
       )
-      assert.deepStrictEqual(viaLayer.sessions, { derive: false })
+      assert.deepStrictEqual(viaLayer.sessions, { derive: false, maxPerTenant: 10_000 })
     }),
   )
 

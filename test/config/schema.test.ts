@@ -2,6 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Result, Schema } from "effect"
 import { BaseUrl, Duration, Listen, Sha256Hex, UsdToMicro } from "../../src/config/primitives.js"
 import { parseOptions } from "../../src/config/schema.js"
+import { defaultMaxBufferedBytes } from "../../src/config/decode.js"
 import { baseConfig, decode, HASH_A, patch, problemsOf } from "./fixtures.js"
 
 const decodeLeaf = <A>(schema: Schema.Decoder<A>, value: unknown) =>
@@ -166,7 +167,12 @@ describe("defaults", () => {
         port: 8080,
         shutdownGraceMs: 30_000,
         maxBodyBytes: 10_485_760,
+        maxBufferedBytes: defaultMaxBufferedBytes(),
+        bodyTimeoutMs: 60_000,
+        maxConnections: 10_000,
       })
+      assert.isAtLeast(config.server.maxBufferedBytes, 64 * 1024 * 1024)
+      assert.isAtMost(config.server.maxBufferedBytes, 1024 * 1024 * 1024)
       assert.deepStrictEqual(config.admin, { tokenEnv: "TOLLGATE_ADMIN_TOKEN" })
       assert.deepStrictEqual(config.store, { kind: "memory" })
       assert.strictEqual(config.usageFile, "/srv/tollgate/data/usage.jsonl")
@@ -180,7 +186,7 @@ describe("defaults", () => {
         idleMs: 60_000,
         totalMs: 600_000,
       })
-      assert.deepStrictEqual(config.sessions, { derive: true })
+      assert.deepStrictEqual(config.sessions, { derive: true, maxPerTenant: 10_000 })
       assert.strictEqual(config.providers.size, 0)
     }),
   )
@@ -272,7 +278,7 @@ describe("defaults", () => {
         name: "acme",
         keys: [{ id: "ci", sha256: HASH_A }],
         routes: "*",
-        limits: { requestsPerMinute: undefined, tokensPerMinute: undefined },
+        limits: { requestsPerMinute: undefined, tokensPerMinute: undefined, concurrentRequests: undefined },
         budgets: { month: undefined, session: undefined },
       })
     }),

@@ -2,13 +2,14 @@
  * One conformance suite for every limit store (limits-and-budgets.md): the
  * memory and Redis stores must answer identically. Time comes from
  * `TestClock`; each test uses its own tenant. Rate limits here, budgets and
- * sessions in `store.budgets.ts`.
+ * sessions in `store.budgets.ts`, the per-tenant session cap in `store.sessionCap.ts`.
  */
 import { assert, describe } from "@effect/vitest"
 import { Effect, type Layer } from "effect"
 import { TestClock } from "effect/testing"
 import { Store } from "../../src/limits/Store.js"
 import { budgetCases } from "./store.budgets.js"
+import { sessionCapCases } from "./store.sessionCap.js"
 import { admitted, admitUntilRefused, hard, refusedWith, storeTest } from "./store.fixture.js"
 
 /** Runs the suite against the store the `layer` builds (a fresh one per test). */
@@ -117,4 +118,5 @@ export const storeSuite = (name: string, layer: () => Layer.Layer<Store, unknown
       }))
 
     budgetCases(test)
+    sessionCapCases(test)
   })

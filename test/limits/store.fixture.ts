@@ -32,6 +32,7 @@ export const fixture = (suite: string) => {
         reserve: 0,
         month: undefined,
         session: undefined,
+        maxSessions: 10_000,
         ...over,
       })
     })

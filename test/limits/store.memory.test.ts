@@ -123,6 +123,7 @@ describe("memory store restore from the usage file", () => {
               reserve: 200,
               month: { limit: 1_100, hard: true },
               session: { id: "s1", budget: { limit: 1_000, hard: true } },
+              maxSessions: 10_000,
             }),
           )
         const results = yield* Effect.all([admit(now), admit(Date.parse("2026-12-03T09:00:00.000Z"))]).pipe(

@@ -28,6 +28,7 @@ const request = (tenant: string, now: number): AdmitRequest => ({
   reserve: 5,
   month: { limit: 1_000_000, hard: false },
   session: { id: "s}{1", budget: undefined },
+  maxSessions: 10_000,
 })
 
 /** A raw client for looking at the keys the store wrote. */
@@ -121,6 +122,33 @@ describe("Redis store", () => {
         assert.deepStrictEqual(state.sessions, [{ id: "s}{1", spend: 4, reserved: 0, lastMs: 91_000 }])
         assert.deepStrictEqual(state.tokens, { current: 11, previous: 0 })
       }).pipe(Effect.provide(layerRedis(redis.url))),
+  )
+
+  it.effect("an evicted session's hash is deleted with its index entry, by its hash-tagged key name", () =>
+    Effect.gen(function* () {
+      const store = yield* Store
+      const tenant = "cap}{tenant"
+      const session = (id: string, now: number) =>
+        store.admit({ ...request(tenant, now), session: { id, budget: undefined }, maxSessions: 2 })
+      yield* session("old{}", 90_000)
+      yield* session("mid", 91_000)
+      const result = yield* session("new", 92_000)
+      assert.strictEqual(result._tag === "Admitted" ? result.sessionsEvicted : -1, 1)
+      const client = yield* rawClient
+      const keys = (yield* Effect.promise(() => client.keys("*cap%7D%7Btenant*"))).sort()
+      assert.deepStrictEqual(
+        keys.filter((key) => key.includes(":session")),
+        [
+          "tollgate:{cap%7D%7Btenant}:session:mid",
+          "tollgate:{cap%7D%7Btenant}:session:new",
+          "tollgate:{cap%7D%7Btenant}:sessions",
+        ],
+      )
+      const index = yield* Effect.promise(() =>
+        client.zrange("tollgate:{cap%7D%7Btenant}:sessions", "0", "-1"),
+      )
+      assert.deepStrictEqual(index, ["mid", "new"])
+    }).pipe(Effect.provide(layerRedis(redis.url))),
   )
 
   it.live("the layer builds while Redis is down, fails fast, and recovers when Redis is back", () =>

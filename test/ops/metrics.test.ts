@@ -135,8 +135,8 @@ describe("GET /metrics after scripted traffic", () => {
 
   it("every counter and gauge moved by exactly what happened", async () => {
     expect(await statusOf(send("fallback"))).toBe(200) // 529 on overloaded, fallback to backup
-    expect(await statusOf(send("flaky"))).toBe(500) // 500, the same target once more, breaker opens
-    expect(await statusOf(send("flaky"))).toBe(502) // breaker open: no attempt
+    expect(await statusOf(send("flaky"))).toBe(500) // 500, the same target once more, acme's own breaker opens
+    expect(await statusOf(send("flaky"))).toBe(502) // acme's breaker open: no attempt
     expect(await statusOf(send("cool"))).toBe(200) // 429 retry-after 30 on tired, fallback to backup
     expect(await statusOf(send("plain", limitedKey))).toBe(200)
     expect(await statusOf(send("plain", limitedKey))).toBe(429) // requests_per_minute: 1
@@ -200,7 +200,10 @@ describe("GET /metrics after scripted traffic", () => {
     expect(m("tollgate_retry_budget_refusals_total")).toBe(0)
     expect(m("tollgate_store_errors_total")).toBe(0)
 
-    expect(m("tollgate_breaker_state", { provider: "flaky", model: MODEL })).toBe(2)
+    // Three tenants configured and only acme failed: the shared breaker stays closed, acme's own is open (ADR 0048).
+    expect(m("tollgate_breaker_state", { provider: "flaky", model: MODEL })).toBe(0)
+    expect(m("tollgate_breaker_failure_ratio", { provider: "flaky", model: MODEL })).toBe(1)
+    expect(m("tollgate_tenant_breakers_open")).toBe(1)
     expect(m("tollgate_breaker_state", { provider: "overloaded", model: MODEL })).toBe(0)
     expect(m("tollgate_breaker_state", { provider: "backup", model: MODEL })).toBe(0)
     expect(m("tollgate_breaker_state", { provider: "tired", model: MODEL })).toBe(0)
@@ -258,7 +261,7 @@ describe("GET /metrics after scripted traffic", () => {
     const documented = [...docs.matchAll(/^\|\s*`(tollgate_\w+)`\s*\|\s*(\w+)\s*\|/gm)].map(
       ([, name, type]) => `${name} ${type}`,
     )
-    expect(exported).toHaveLength(21)
+    expect(exported).toHaveLength(26)
     expect([...new Set(documented)].sort()).toEqual(exported.sort())
   })
 })
@@ -293,7 +296,7 @@ describe("the Tollgate-added latency", () => {
     name: "acme",
     keys: [],
     routes: "*",
-    limits: { requestsPerMinute: undefined, tokensPerMinute: undefined },
+    limits: { requestsPerMinute: undefined, tokensPerMinute: undefined, concurrentRequests: undefined },
     budgets: { month: undefined, session: undefined },
   }
   /** The telemetry of a request that arrived at `startMs`, waited `upstreamMs` upstream, and committed at `committedMs`. */

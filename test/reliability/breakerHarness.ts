@@ -11,28 +11,33 @@ export const defaults: BreakerConfig = { minRequests: 20, failureRatio: 0.5, ope
 export const P = "anthropic"
 export const M = "claude-sonnet"
 export const R = ""
+/** The tenant the helpers act for unless told otherwise. */
+export const T = "acme"
 
-/** `makeBreakers(config)` reading time from the test clock. */
-export const setup = (config: BreakerConfig = defaults) =>
+/** `makeBreakers(config)` reading time from the test clock, with `tenants` tenants configured (default one). */
+export const setup = (config: BreakerConfig = defaults, tenants = 1) =>
   Effect.map(Clock.Clock, (clock) => {
     const now = () => clock.currentTimeMillisUnsafe()
-    const breakers = makeBreakers(config, now)
-    const permit = (provider = P, model = M): Permit => {
-      const result = breakers.acquire(provider, model, R)
+    const breakers = makeBreakers(config, now, tenants)
+    const permit = (provider = P, model = M, tenant = T): Permit => {
+      const result = breakers.acquire(provider, model, R, tenant)
       if (result._tag !== "Permit") throw new Error(`expected a permit, got ${JSON.stringify(result)}`)
       return result
     }
-    const blocked = (provider = P, model = M): Blocked => {
-      const result = breakers.acquire(provider, model, R)
+    const blocked = (provider = P, model = M, tenant = T): Blocked => {
+      const result = breakers.acquire(provider, model, R, tenant)
       if (result._tag !== "Blocked") throw new Error(`expected blocked, got ${JSON.stringify(result)}`)
       return result
     }
     /** `n` attempts, each acquired and then recorded with `outcome`. */
-    const attempts = (n: number, outcome: Outcome, provider = P, model = M) => {
-      for (let i = 0; i < n; i++) breakers.record(permit(provider, model), outcome)
+    const attempts = (n: number, outcome: Outcome, provider = P, model = M, tenant = T) => {
+      for (let i = 0; i < n; i++) breakers.record(permit(provider, model, tenant), outcome)
     }
-    const view = (provider = P, model = M) => {
-      const found = breakers.view().find((v) => v.provider === provider && v.model === model)
+    /** The shared breaker of provider + model (`tenant` null), or a tenant's own one (listed only when not closed). */
+    const view = (provider = P, model = M, tenant: string | null = null) => {
+      const found = breakers
+        .view()
+        .find((v) => v.provider === provider && v.model === model && v.tenant === tenant)
       if (found === undefined) throw new Error("no such breaker")
       return found
     }

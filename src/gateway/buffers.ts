@@ -1,0 +1,39 @@
+/**
+ * The request bodies held in memory, counted (issue #16, ADR 0049): all
+ * requests together may hold `server.max_buffered_bytes`, and one tenant at
+ * most half of it, so no tenant can take the memory the others' requests
+ * need. A body holds its bytes from the moment they are taken until its
+ * request's record is written (its attempts may resend it).
+ */
+export interface BufferBudget {
+  /** Takes `bytes` for `tenant`; false (nothing taken) when the total or the tenant's share would pass its cap. */
+  readonly take: (tenant: string, bytes: number) => boolean
+  /** Gives back bytes taken for `tenant`. */
+  readonly give: (tenant: string, bytes: number) => void
+  /** Bytes held now by every request. */
+  readonly held: () => number
+}
+
+export const makeBufferBudget = (maxBytes: number): BufferBudget => {
+  const tenantMax = Math.floor(maxBytes / 2)
+  const byTenant = new Map<string, number>()
+  let total = 0
+  return {
+    take: (tenant, bytes) => {
+      const mine = byTenant.get(tenant) ?? 0
+      if (total + bytes > maxBytes || mine + bytes > tenantMax) return false
+      total += bytes
+      byTenant.set(tenant, mine + bytes)
+      return true
+    },
+    give: (tenant, bytes) => {
+      if (bytes <= 0) return
+      total -= bytes
+      const left = (byTenant.get(tenant) ?? 0) - bytes
+      // A tenant holding nothing has no entry: the map is as large as the tenants with bodies in memory.
+      if (left > 0) byTenant.set(tenant, left)
+      else byTenant.delete(tenant)
+    },
+    held: () => total,
+  }
+}

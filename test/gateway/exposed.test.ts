@@ -1,0 +1,115 @@
+import { connect, type Socket } from "node:net"
+import { join } from "node:path"
+import { describe, expect, it } from "vitest"
+import { harnessForSuite, UPSTREAM_KEY_ENV } from "../support/harness.js"
+
+/** Issue #16, "Running it exposed": the concurrency cap, the body deadline and the connection cap, in process. */
+describe("running exposed", () => {
+  const h = harnessForSuite({
+    config: (fakes, keyHash, dir) => ({
+      server: { listen: "127.0.0.1:0", body_timeout: "1s", max_connections: 40 },
+      usage: { file: join(dir, "usage.jsonl") },
+      sessions: { derive: false },
+      providers: { anthropic: { kind: "anthropic", base_url: fakes[0], api_key_env: UPSTREAM_KEY_ENV } },
+      routes: {
+        claude: { api: "anthropic", targets: [{ provider: "anthropic", model: "claude-sonnet-5-5" }] },
+      },
+      tenants: {
+        acme: {
+          keys: [{ id: "ci", sha256: keyHash }],
+          routes: "*",
+          limits: { concurrent_requests: 2, requests_per_minute: 1_000 },
+        },
+      },
+    }),
+  })
+
+  const post = (scenario = "", body?: string) =>
+    fetch(`${h.url}/v1/messages`, {
+      method: "POST",
+      headers: {
+        "x-api-key": h.key,
+        "content-type": "application/json",
+        ...(scenario === "" ? {} : { "x-fake-scenario": scenario }),
+      },
+      body:
+        body ??
+        JSON.stringify({ model: "claude", max_tokens: 3, messages: [{ role: "user", content: "hi" }] }),
+    })
+
+  const raw = (text: string): Promise<{ socket: Socket; answer: () => string; closed: Promise<void> }> =>
+    new Promise((resolve, reject) => {
+      const url = new URL(h.url)
+      const socket = connect({ host: url.hostname, port: Number(url.port) })
+      let answer = ""
+      socket.on("data", (c) => (answer += c.toString("latin1")))
+      socket.on("error", () => {})
+      const closed = new Promise<void>((done) => socket.on("close", () => done()))
+      socket.once("connect", () => {
+        if (text.length > 0) socket.write(text)
+        resolve({ socket, answer: () => answer, closed })
+      })
+      socket.once("error", reject)
+    })
+
+  it("concurrent_requests: a third request while two are in flight gets 429 at once; it counts; the two finish", async () => {
+    const slow = [post("delay:1500"), post("delay:1500")]
+    // Both are in flight once the fake has them.
+    const before = h.fakes[0]!.requests().count
+    const deadline = Date.now() + 10_000
+    while (h.fakes[0]!.requests().count < before + 2 && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 20))
+    const started = Date.now()
+    const third = await post()
+    expect(third.status).toBe(429)
+    expect(Date.now() - started).toBeLessThan(1_000)
+    expect(third.headers.get("retry-after")).toBe("1")
+    const body = (await third.json()) as { error: { type: string; message: string } }
+    expect(body.error.type).toBe("rate_limit_error")
+    expect(body.error.message).toContain("concurrent_requests")
+    // The refusal was counted against the request limit (its headers say so) and has its record.
+    expect(third.headers.get("ratelimit-limit")).toBe("1000")
+    expect(h.records().at(-1)).toMatchObject({ status: 429, error: "rate_limited", route: "" })
+    for (const response of await Promise.all(slow)) expect(response.status).toBe(200)
+    // Their places are free again once their records are written.
+    expect((await post()).status).toBe(200)
+  })
+
+  it("server.body_timeout: an upload that stalls gets 408 in the API's format and a record", async () => {
+    const partial = '{"model":"claude","max_tokens":3,'
+    const started = Date.now()
+    const upload = await raw(
+      `POST /v1/messages HTTP/1.1\r\nhost: t\r\nx-api-key: ${h.key}\r\ncontent-type: application/json\r\n` +
+        `content-length: 100\r\n\r\n${partial}`,
+    )
+    await upload.closed
+    const elapsed = Date.now() - started
+    expect(elapsed).toBeGreaterThanOrEqual(900)
+    expect(elapsed).toBeLessThan(5_000)
+    expect(upload.answer()).toMatch(/^HTTP\/1\.1 408 /)
+    expect(upload.answer()).toContain('"type":"invalid_request_error"')
+    expect(upload.answer().toLowerCase()).toContain("connection: close")
+    expect(h.records().at(-1)).toMatchObject({ status: 408, error: "body_timeout" })
+  })
+
+  it("server.max_connections: connections past the cap are closed as they arrive; freed places are reused", async () => {
+    const held = await Promise.all(Array.from({ length: 40 }, () => raw("")))
+    // Every place is taken: the next connection is closed without an answer.
+    const extra = await raw("GET /healthz HTTP/1.1\r\nhost: t\r\n\r\n")
+    await extra.closed
+    expect(extra.answer()).toBe("")
+    for (const c of held) c.socket.destroy()
+    await Promise.all(held.map((c) => c.closed))
+    const deadline = Date.now() + 10_000
+    let status = 0
+    while (status !== 200 && Date.now() < deadline) {
+      status = await fetch(`${h.url}/healthz`).then(
+        (r) => r.status,
+        () => 0,
+      )
+    }
+    expect(status).toBe(200)
+    const metrics = await (await fetch(`${h.url}/metrics`)).text()
+    expect(metrics).toMatch(/^tollgate_connections_dropped_total [1-9]/m)
+  })
+})
