@@ -178,18 +178,14 @@ describe("running exposed: one tenant cannot take the memory", () => {
     const uploads: Array<RawRequest> = []
     for (let i = 0; i < 500; i++) uploads.push(await open(gateway.url, head(hog, declared), body))
     const held = Math.floor(MAX_BUFFERED / 2 / (body.length + 1))
-    await until(() => uploads.filter((u) => u.answer.length > 0).length >= 500 - held).catch((e) => {
+    const answered = () => uploads.filter((u) => u.answer.length > 0)
+    await until(() => answered().length >= 500 - held).catch((error: unknown) => {
+      // What a failure needs to be read: how far it got, and the gateway's own words.
+      const closed = uploads.filter((u) => u.closed).length
       console.log(
-        "DEBUG answered",
-        uploads.filter((u) => u.answer.length > 0).length,
-        "closed",
-        uploads.filter((u) => u.closed).length,
-        uploads
-          .filter((u) => u.answer.length > 0)
-          .slice(0, 2)
-          .map((u) => u.answer.slice(0, 300)),
+        `answered ${answered().length}, closed ${closed}; gateway:\n${gateway.output().slice(-2_000)}`,
       )
-      throw e
+      throw error
     })
     const refused = uploads.filter((u) => u.answer.length > 0)
     expect(refused.length).toBe(500 - held)

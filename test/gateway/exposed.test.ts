@@ -113,3 +113,54 @@ describe("running exposed", () => {
     expect(metrics).toMatch(/^tollgate_connections_dropped_total [1-9]/m)
   })
 })
+
+describe("running exposed: a tenant over its request limit", () => {
+  const h = harnessForSuite({
+    config: (fakes, keyHash, dir) => ({
+      server: { listen: "127.0.0.1:0" },
+      usage: { file: join(dir, "usage.jsonl") },
+      providers: { anthropic: { kind: "anthropic", base_url: fakes[0], api_key_env: UPSTREAM_KEY_ENV } },
+      routes: {
+        claude: { api: "anthropic", targets: [{ provider: "anthropic", model: "claude-sonnet-5-5" }] },
+      },
+      tenants: {
+        acme: { keys: [{ id: "ci", sha256: keyHash }], routes: "*", limits: { requests_per_minute: 1 } },
+      },
+    }),
+  })
+
+  it("once the store refused it, its next upload is refused before the body is read, until the retry time", async () => {
+    const body = JSON.stringify({
+      model: "claude",
+      max_tokens: 3,
+      messages: [{ role: "user", content: "hi" }],
+    })
+    const send = () =>
+      fetch(`${h.url}/v1/messages`, {
+        method: "POST",
+        headers: { "x-api-key": h.key, "content-type": "application/json" },
+        body,
+      })
+    expect((await send()).status).toBe(200)
+    const storeRefusal = await send()
+    expect(storeRefusal.status).toBe(429)
+    // A 10 MB upload announced, not a byte of it sent: the answer comes anyway.
+    const url = new URL(h.url)
+    const socket = connect({ host: url.hostname, port: Number(url.port) })
+    let answer = ""
+    socket.on("data", (c) => (answer += c.toString("latin1")))
+    await new Promise<void>((resolve) => socket.once("connect", () => resolve()))
+    socket.write(
+      `POST /v1/messages HTTP/1.1\r\nhost: t\r\nx-api-key: ${h.key}\r\ncontent-type: application/json\r\n` +
+        `content-length: ${10 * 1024 * 1024}\r\n\r\n`,
+    )
+    await new Promise<void>((resolve) => socket.on("close", () => resolve()))
+    expect(answer).toMatch(/^HTTP\/1\.1 429 /)
+    expect(answer).toContain("requests_per_minute exceeded")
+    expect(answer.toLowerCase()).toContain("connection: close")
+    const retryAfter = Number(/retry-after: (\d+)/i.exec(answer)?.[1])
+    expect(retryAfter).toBeGreaterThanOrEqual(1)
+    expect(retryAfter).toBeLessThanOrEqual(120)
+    expect(h.records().at(-1)).toMatchObject({ status: 429, error: "rate_limited", route: "" })
+  })
+})

@@ -30,6 +30,28 @@ export const storeSuite = (name: string, layer: () => Layer.Layer<Store, unknown
         assert.strictEqual((yield* f.state).requests.current, 5)
       }))
 
+    test("admissions report the settled month spend (reservations left out) for admission before the body", (f) =>
+      Effect.gen(function* () {
+        yield* TestClock.setTime(Date.UTC(2026, 11, 3))
+        const first = admitted(yield* f.admit({ reserve: 300, month: hard(1_000) }))
+        assert.strictEqual(first.monthSpend, 0)
+        // Open reservations are not spend.
+        assert.strictEqual(admitted(yield* f.admit({ reserve: 300, month: hard(1_000) })).monthSpend, 0)
+        yield* f.settle(first, { reserved: 300, cost: 250 })
+        assert.strictEqual(admitted(yield* f.admit({ reserve: 100, month: hard(1_000) })).monthSpend, 250)
+        // A budget refusal reports it too; a refusal before the month is read does not.
+        assert.strictEqual(
+          refusedWith(yield* f.admit({ reserve: 900, month: hard(1_000) }), "month_budget").monthSpend,
+          250,
+        )
+        admitted(yield* f.admit({ requestsPerMinute: 5 }))
+        for (let i = 0; i < 5; i++) yield* f.admit({ requestsPerMinute: 5 })
+        assert.strictEqual(
+          refusedWith(yield* f.admit({ requestsPerMinute: 5 }), "requests").monthSpend,
+          undefined,
+        )
+      }))
+
     test("the previous minute counts by the part of the current minute still to come (37.5 + 12 ≤ 50)", (f) =>
       Effect.gen(function* () {
         yield* TestClock.setTime(30_000)
