@@ -45,6 +45,7 @@ const topLevelKeys = [
   "admin",
   "store",
   "usage",
+  "keys",
   "pricing",
   "reservation",
   "retry",
@@ -94,6 +95,7 @@ export const decodeConfig = Effect.fn("Config.decode")(function* (raw: unknown, 
   const admin = section("admin", S.AdminSection)
   const store = section("store", S.StoreSection)
   const usage = section("usage", S.UsageSection)
+  const keys = section("keys", S.KeysSection)
   const pricing = section("pricing", S.PricingSection)
   const reservation = section("reservation", S.ReservationSection)
   const retry = section("retry", S.RetrySection)
@@ -129,6 +131,11 @@ export const decodeConfig = Effect.fn("Config.decode")(function* (raw: unknown, 
 
   const configDir = NodePath.dirname(configPath)
   const usageFile = resolveFile(usage.file, configDir, defaultUsageFile, cwd)
+  // Runtime keys of the memory store: beside the usage file unless the config names a file.
+  const keysFile =
+    keys.file === undefined
+      ? NodePath.join(NodePath.dirname(usageFile), "keys.jsonl")
+      : NodePath.resolve(configDir, keys.file)
   const pricingFile = resolveFile(pricing.file, configDir, defaultPricingFile, cwd)
   const prices = yield* loadPrices(options.prices, pricingFile, problems, warnings)
 
@@ -163,6 +170,7 @@ export const decodeConfig = Effect.fn("Config.decode")(function* (raw: unknown, 
     admin,
     store,
     usageFile,
+    keysFile,
     pricingFile,
     reservation,
     retry,

@@ -169,6 +169,8 @@ export interface TollgateConfig {
   readonly store: StoreConfig
   /** Absolute path of the usage JSONL file. Default `data/usage.jsonl`. */
   readonly usageFile: string
+  /** Absolute path of the runtime keys file of the memory store. Default `keys.jsonl` beside the usage file. */
+  readonly keysFile: string
   /** Absolute path of the price table. Default `config/pricing.yaml`. */
   readonly pricingFile: string
   readonly reservation: { readonly outputTokens: number }

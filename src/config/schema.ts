@@ -69,6 +69,11 @@ export const StoreSection = discriminated("kind", "store kind", {
   redis: Schema.Struct({ kind: Schema.Literal("redis"), url: RedisUrl }),
 })
 
+/** `keys:` — `file` stays undefined when absent (decode.ts puts it beside the usage file). */
+export const KeysSection = Schema.Struct({ file: Schema.optionalKey(Name) }).annotate({
+  message: "must be a mapping",
+})
+
 /** `usage:` — `file` stays undefined when absent (decode.ts resolves the default). */
 export const UsageSection = Schema.Struct({ file: Schema.optionalKey(Name) }).annotate({
   message: "must be a mapping",

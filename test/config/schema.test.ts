@@ -176,6 +176,7 @@ describe("defaults", () => {
       assert.deepStrictEqual(config.admin, { tokenEnv: "TOLLGATE_ADMIN_TOKEN" })
       assert.deepStrictEqual(config.store, { kind: "memory" })
       assert.strictEqual(config.usageFile, "/srv/tollgate/data/usage.jsonl")
+      assert.strictEqual(config.keysFile, "/srv/tollgate/data/keys.jsonl")
       assert.strictEqual(config.pricingFile, "/srv/tollgate/config/pricing.yaml")
       assert.deepStrictEqual(config.reservation, { outputTokens: 4096 })
       assert.deepStrictEqual(config.retry, { maxAttempts: 3, budgetRatio: 0.1 })
