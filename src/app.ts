@@ -2,9 +2,11 @@ import { Layer } from "effect"
 import * as AdminApi from "./admin/AdminApi.js"
 import * as UsageIndex from "./admin/UsageIndex.js"
 import { Config } from "./config/Config.js"
+import { LiveConfig } from "./config/LiveConfig.js"
 import type { TollgateConfig } from "./config/model.js"
 import * as Deadlines from "./reliability/Deadlines.js"
 import * as Gateway from "./gateway/Gateway.js"
+import * as KeyStore from "./keys/KeyStore.js"
 import * as Server from "./http/Server.js"
 import { Meter } from "./meter/Meter.js"
 import { UsageLog } from "./meter/UsageLog.js"
@@ -17,6 +19,7 @@ import { layerRedis } from "./limits/redisStore.js"
 import type { Store } from "./limits/Store.js"
 import * as OpenRequests from "./ops/OpenRequests.js"
 import * as Metrics from "./ops/Metrics.js"
+import * as Reload from "./ops/Reload.js"
 import type { Telemetry } from "./ops/Telemetry.js"
 
 /**
@@ -29,6 +32,8 @@ export const appLayer = (
     /** A store shared with other copies (tests of several copies in one process). */
     readonly store?: Layer.Layer<Store, unknown>
     readonly telemetry?: Layer.Layer<Telemetry>
+    /** Reload on SIGHUP (default true; tests of one process running several gateways turn it off). */
+    readonly reloadOnSignal?: boolean
   } = {},
 ) => {
   const store =
@@ -42,11 +47,14 @@ export const appLayer = (
     RetryBudget.layer,
     UsageIndex.withIndex(UsageLog.layer(config.usageFile)),
     Limits.layer.pipe(Layer.provideMerge(store)),
+    Reload.layer({ signals: overrides.reloadOnSignal ?? true }),
   ).pipe(
     Layer.provideMerge(UsageIndex.layer(config.usageFile)),
     Layer.provideMerge(telemetry),
     Layer.provideMerge(Metrics.layer),
     Layer.provideMerge(Layer.mergeAll(Breakers.layer, OpenRequests.layer, Deadlines.layer, Meter.layer)),
+    Layer.provideMerge(KeyStore.layer(config)),
+    Layer.provideMerge(LiveConfig.layer),
     Layer.provideMerge(Config.layerFrom(config)),
   )
   return Server.layer.pipe(Layer.provide(Layer.merge(Gateway.layer, AdminApi.layer)), Layer.provide(base))

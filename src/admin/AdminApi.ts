@@ -1,10 +1,13 @@
 import { Clock, Context, Effect, Layer, Option, Result } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { Config } from "../config/Config.js"
+import { LiveConfig } from "../config/LiveConfig.js"
+import { Reload } from "../ops/Reload.js"
 import { Store } from "../limits/Store.js"
 import { OpenRequests } from "../ops/OpenRequests.js"
 import { Breakers } from "../reliability/Breakers.js"
 import { makeAdminAuth, readAdminToken, WWW_AUTHENTICATE, type AdminAuth } from "./auth.js"
+import { makeKeyHandlers } from "./keys.js"
 import { parseUsageQuery } from "./params.js"
 import { tenantView } from "./tenants.js"
 import { UsageIndex } from "./UsageIndex.js"
@@ -36,7 +39,8 @@ const failure = (status: number, type: string, message: string, extra: Record<st
 const iso = (ms: number): string | null => (ms === 0 ? null : new Date(ms).toISOString())
 
 const makeHandlers = Effect.gen(function* () {
-  const config = yield* Config
+  const live = yield* LiveConfig
+  const reloader = yield* Reload
   const store = yield* Store
   const openRequests = yield* OpenRequests
   const breakers = yield* Breakers
@@ -52,7 +56,7 @@ const makeHandlers = Effect.gen(function* () {
 
   const tenants = Effect.gen(function* () {
     const now = yield* Clock.currentTimeMillis
-    const views = yield* Effect.forEach(config.tenants.values(), (tenant) => view(tenant, now), {
+    const views = yield* Effect.forEach(live.get().tenants.values(), (tenant) => view(tenant, now), {
       concurrency: 16,
     })
     return json({ tenants: views })
@@ -60,7 +64,7 @@ const makeHandlers = Effect.gen(function* () {
 
   const tenant = Effect.gen(function* () {
     const { name } = yield* HttpRouter.params
-    const found = name === undefined ? undefined : config.tenants.get(name)
+    const found = name === undefined ? undefined : live.get().tenants.get(name)
     if (found === undefined)
       return failure(404, "not_found_error", `no tenant ${JSON.stringify(name ?? "")} in the config`)
     return json(yield* view(found, yield* Clock.currentTimeMillis))
@@ -100,7 +104,14 @@ const makeHandlers = Effect.gen(function* () {
     }),
   )
 
-  return { tenants, tenant, usage, breakerList }
+  /** `POST /admin/reload`: what SIGHUP does (ADR 0052). */
+  const reload = Effect.map(reloader.reload("admin"), (outcome) =>
+    outcome.ok
+      ? json({ status: "reloaded", warnings: outcome.warnings })
+      : json({ status: "refused", problems: outcome.problems }, 422),
+  )
+
+  return { tenants, tenant, usage, breakerList, reload }
 })
 
 const guarded =
@@ -133,12 +144,17 @@ export const layer = Layer.effect(
     }
     const guard = guarded(makeAdminAuth(token.value))
     const handlers = yield* makeHandlers
+    const keys = yield* makeKeyHandlers
     return AdminApi.of({
       routes: [
         HttpRouter.route("GET", "/admin/tenants", guard(handlers.tenants)),
         HttpRouter.route("GET", "/admin/tenants/:name", guard(handlers.tenant)),
         HttpRouter.route("GET", "/admin/usage", guard(handlers.usage)),
         HttpRouter.route("GET", "/admin/breakers", guard(handlers.breakerList)),
+        HttpRouter.route("POST", "/admin/reload", guard(handlers.reload)),
+        HttpRouter.route("POST", "/admin/keys", guard(keys.create)),
+        HttpRouter.route("GET", "/admin/keys", guard(keys.list)),
+        HttpRouter.route("DELETE", "/admin/keys/:tenant/:id", guard(keys.revoke)),
       ],
     })
   }),

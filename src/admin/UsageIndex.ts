@@ -16,7 +16,7 @@ export interface UsageIndexStats {
 /**
  * The usage records of this process in memory, for `/admin/usage`: the
  * usage file as it was at start plus every record appended since, kept in
- * compact sorted columns (42 bytes per record; see `columns.ts`), so a query
+ * compact sorted columns (40 bytes per record; see `columns.ts`), so a query
  * reads memory, never the file. Records written to the same file by other
  * copies after this one started are not seen until it restarts.
  */

@@ -3,17 +3,21 @@
  * interned to small integer ids, rows kept sorted by `ts` so a time range
  * is two binary searches.
  *
- * Memory per record: 42 bytes at full capacity — ts Float64 (8), cost
- * Float64 (8), four token counts Uint32 (16), session id Uint32 (4),
- * tenant, provider and model ids Uint16 (2 each; widened to Uint32 only if
- * a table passes 65,535 names). Arrays grow by 1.5× (after loading the file
- * they are fitted to the records plus 1/8), so allocated memory is 42–63
- * bytes per record (up to 105 for the moment a growth copies). Each distinct
- * string (tenant, provider, model, session) costs one table entry once,
- * ~100 bytes for a derived session id; only sessions grow with traffic.
+ * Memory per record: 40 bytes at full capacity — ts Float64 (8), cost
+ * Float64 (8), four token counts Uint32 (16), session id Uint32 (4), and
+ * two Uint16 ids (2 each; widened to Uint32 only if a table passes 65,535
+ * entries): the key (tenant and key id together) and the target (route,
+ * provider and model together). Those combinations are few (they come from
+ * the config), so a record pays for five names with two ids. Arrays grow
+ * by 1.5× (after loading the file they are fitted to the records plus 1/8),
+ * so allocated memory is 40–60 bytes per record (up to 100 for the moment
+ * a growth copies). Each distinct string (tenant, key id, route, provider,
+ * model, session) and each combination costs one table entry once, ~100
+ * bytes for a derived session id; only sessions (and the unknown route
+ * names clients send, answered 404) grow with traffic.
  */
 
-/** Id 0 of every string table: a null field (no provider, model or session). */
+/** Id 0 of every string table: a null field (no route, provider, model or session). */
 export const NULL_ID = 0
 
 /** Largest token count one record can hold; larger counts saturate (no request comes near 4.29 billion tokens). */
@@ -42,13 +46,48 @@ export class Interner {
   }
 }
 
+/**
+ * Combinations of ids (a key: tenant and key id; a target: route, provider
+ * and model) ↔ dense ids from 0, found through nested Maps (no key string
+ * per record). `parts[k][id]` is part `k` of combination `id`.
+ */
+export class Combinations {
+  private readonly ids = new Map<number, Map<number, Map<number, number>>>()
+  readonly parts: ReadonlyArray<Array<number>>
+
+  constructor(width: 2 | 3) {
+    this.parts = Array.from({ length: width }, () => [])
+  }
+
+  get size(): number {
+    return this.parts[0]!.length
+  }
+
+  /** The id of the combination (`a`, `b`, `c`; `c` is 0 for a pair), adding it when new. */
+  intern(a: number, b: number, c = 0): number {
+    let byA = this.ids.get(a)
+    if (byA === undefined) this.ids.set(a, (byA = new Map()))
+    let byB = byA.get(b)
+    if (byB === undefined) byA.set(b, (byB = new Map()))
+    let id = byB.get(c)
+    if (id === undefined) {
+      id = this.size
+      byB.set(c, id)
+      const values = [a, b, c]
+      this.parts.forEach((part, k) => part.push(values[k]!))
+    }
+    return id
+  }
+}
+
 /** One record as the columns hold it (ids from the tables of {@link Columns}). */
 export interface Row {
   /** Epoch ms. */
   readonly ts: number
-  readonly tenant: number
-  readonly provider: number
-  readonly model: number
+  /** A {@link Columns.keys} id (tenant and key id). */
+  readonly key: number
+  /** A {@link Columns.targets} id (route, provider and model). */
+  readonly target: number
   readonly session: number
   readonly input: number
   readonly output: number
@@ -74,9 +113,15 @@ export class Columns {
   /** False after an out-of-order `push`; `sort()` restores it. */
   sorted = true
   readonly tenants = new Interner()
+  readonly keyIds = new Interner()
+  readonly routes = new Interner()
   readonly providers = new Interner()
   readonly models = new Interner()
   readonly sessions = new Interner()
+  /** (tenant, key id) of each `key` id. */
+  readonly keys = new Combinations(2)
+  /** (route, provider, model) of each `target` id. */
+  readonly targets = new Combinations(3)
   ts: Float64Array
   cost: Float64Array
   input: Uint32Array
@@ -84,9 +129,8 @@ export class Columns {
   cacheRead: Uint32Array
   cacheWrite: Uint32Array
   session: Uint32Array
-  tenant: Ids
-  provider: Ids
-  model: Ids
+  key: Ids
+  target: Ids
 
   constructor(capacity = 1024) {
     this.ts = new Float64Array(capacity)
@@ -96,9 +140,22 @@ export class Columns {
     this.cacheRead = new Uint32Array(capacity)
     this.cacheWrite = new Uint32Array(capacity)
     this.session = new Uint32Array(capacity)
-    this.tenant = new Uint16Array(capacity)
-    this.provider = new Uint16Array(capacity)
-    this.model = new Uint16Array(capacity)
+    this.key = new Uint16Array(capacity)
+    this.target = new Uint16Array(capacity)
+  }
+
+  /** The `key` id of a record's tenant and key id. */
+  keyOf(tenant: string, keyId: string): number {
+    return this.keys.intern(this.tenants.intern(tenant), this.keyIds.intern(keyId))
+  }
+
+  /** The `target` id of a record's route (`""`: none), provider and model. */
+  targetOf(route: string, provider: string | null, model: string | null): number {
+    return this.targets.intern(
+      this.routes.intern(route === "" ? null : route),
+      this.providers.intern(provider),
+      this.models.intern(model),
+    )
   }
 
   /** Appends at the end; with a `ts` earlier than the last row it clears `sorted` (call `sort()` before querying). */
@@ -161,13 +218,12 @@ export class Columns {
     this.cacheRead = permute(this.cacheRead)
     this.cacheWrite = permute(this.cacheWrite)
     this.session = permute(this.session)
-    this.tenant = permute(this.tenant)
-    this.provider = permute(this.provider)
-    this.model = permute(this.model)
+    this.key = permute(this.key)
+    this.target = permute(this.target)
     this.sorted = true
   }
 
-  /** Shrinks (or grows) the capacity to `size` plus 1/8 (at least 1,024 rows): after a bulk load, 42 × 1.125 bytes per record. */
+  /** Shrinks (or grows) the capacity to `size` plus 1/8 (at least 1,024 rows): after a bulk load, 40 × 1.125 bytes per record. */
   fit(): void {
     this.resize(Math.ceil(this.size * 1.125) + 1024)
   }
@@ -186,9 +242,8 @@ export class Columns {
       this.cacheRead,
       this.cacheWrite,
       this.session,
-      this.tenant,
-      this.provider,
-      this.model,
+      this.key,
+      this.target,
     ]
   }
 
@@ -205,16 +260,13 @@ export class Columns {
     this.cacheRead = grow(this.cacheRead, capacity)
     this.cacheWrite = grow(this.cacheWrite, capacity)
     this.session = grow(this.session, capacity)
-    this.tenant = grow(this.tenant, capacity)
-    this.provider = grow(this.provider, capacity)
-    this.model = grow(this.model, capacity)
+    this.key = grow(this.key, capacity)
+    this.target = grow(this.target, capacity)
   }
 
   private write(i: number, row: Row): void {
-    if (row.tenant > 0xffff && this.tenant instanceof Uint16Array) this.tenant = Uint32Array.from(this.tenant)
-    if (row.provider > 0xffff && this.provider instanceof Uint16Array)
-      this.provider = Uint32Array.from(this.provider)
-    if (row.model > 0xffff && this.model instanceof Uint16Array) this.model = Uint32Array.from(this.model)
+    if (row.key > 0xffff && this.key instanceof Uint16Array) this.key = Uint32Array.from(this.key)
+    if (row.target > 0xffff && this.target instanceof Uint16Array) this.target = Uint32Array.from(this.target)
     this.ts[i] = row.ts
     this.cost[i] = row.cost
     this.input[i] = tokens(row.input)
@@ -222,8 +274,7 @@ export class Columns {
     this.cacheRead[i] = tokens(row.cacheRead)
     this.cacheWrite[i] = tokens(row.cacheWrite)
     this.session[i] = row.session
-    this.tenant[i] = row.tenant
-    this.provider[i] = row.provider
-    this.model[i] = row.model
+    this.key[i] = row.key
+    this.target[i] = row.target
   }
 }

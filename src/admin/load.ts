@@ -16,9 +16,8 @@ export const toRow = (columns: Columns, record: UsageRecord): Row | undefined =>
   if (Number.isNaN(ts)) return undefined
   return {
     ts,
-    tenant: columns.tenants.intern(record.tenant),
-    provider: columns.providers.intern(record.provider),
-    model: columns.models.intern(record.model),
+    key: columns.keyOf(record.tenant, record.key_id),
+    target: columns.targetOf(record.route, record.provider, record.model),
     session: columns.sessions.intern(record.session),
     input: record.input_tokens,
     output: record.output_tokens,

@@ -3,12 +3,24 @@
  * per bound, then one pass over the rows in the range (O(rows in range),
  * never the file).
  */
-import { NULL_ID, type Columns } from "./columns.js"
+import type { Columns } from "./columns.js"
 
-/** How `/admin/usage` may group: the record's upstream model or provider, its UTC date, or its session. */
-export type GroupBy = "model" | "provider" | "day" | "session"
+/**
+ * How `/admin/usage` may group: the record's upstream model or provider, its
+ * route, its tenant, its key (tenant and key id, `acme/ci`), its UTC date, or
+ * its session.
+ */
+export type GroupBy = "model" | "provider" | "route" | "tenant" | "key" | "day" | "session"
 
-export const GROUP_BY: ReadonlyArray<GroupBy> = ["model", "provider", "day", "session"]
+export const GROUP_BY: ReadonlyArray<GroupBy> = [
+  "model",
+  "provider",
+  "route",
+  "tenant",
+  "key",
+  "day",
+  "session",
+]
 
 /** A usage query. Bounds are epoch ms: `since` inclusive, `until` exclusive; undefined is open. */
 export interface UsageQuery {
@@ -28,7 +40,10 @@ export interface UsageTotals {
   readonly cost_micro_usd: number
 }
 
-/** One group: `key` is the model, provider, session (null when the records had none) or `YYYY-MM-DD`. */
+/**
+ * One group: `key` is the model, provider, route, session (null when the records had none),
+ * tenant, `tenant/key_id` or `YYYY-MM-DD`.
+ */
 export interface UsageGroup extends UsageTotals {
   readonly key: string | null
 }
@@ -63,31 +78,45 @@ class Sum {
 
 const EMPTY = new Sum().totals()
 
-const keyColumn = (columns: Columns, groupBy: GroupBy): ArrayLike<number> => {
+/**
+ * How a grouping reads a row: the group is `groupOf[column[i]]` (`column[i]` itself without
+ * `groupOf`), named by `name`. Model, provider and route are parts of the row's target; tenant
+ * is part of its key.
+ */
+interface Grouping {
+  readonly column: ArrayLike<number>
+  readonly groupOf: ArrayLike<number> | undefined
+  readonly name: (group: number) => string | null
+}
+
+const grouping = (columns: Columns, groupBy: Exclude<GroupBy, "day">): Grouping => {
+  const [route, provider, model] = columns.targets.parts as [Array<number>, Array<number>, Array<number>]
+  const [tenant, keyId] = columns.keys.parts as [Array<number>, Array<number>]
+  const named =
+    (names: ReadonlyArray<string | null>) =>
+    (id: number): string | null =>
+      names[id] ?? null
   switch (groupBy) {
     case "model":
-      return columns.model
+      return { column: columns.target, groupOf: model, name: named(columns.models.names) }
     case "provider":
-      return columns.provider
+      return { column: columns.target, groupOf: provider, name: named(columns.providers.names) }
+    case "route":
+      return { column: columns.target, groupOf: route, name: named(columns.routes.names) }
+    case "tenant":
+      return { column: columns.key, groupOf: tenant, name: named(columns.tenants.names) }
+    case "key":
+      return {
+        column: columns.key,
+        groupOf: undefined,
+        name: (id) => `${columns.tenants.names[tenant[id]!]}/${columns.keyIds.names[keyId[id]!]}`,
+      }
     case "session":
-      return columns.session
-    case "day":
-      return columns.ts
+      return { column: columns.session, groupOf: undefined, name: named(columns.sessions.names) }
   }
 }
 
-const keyName = (columns: Columns, groupBy: GroupBy, key: number): string | null => {
-  switch (groupBy) {
-    case "model":
-      return columns.models.names[key] ?? null
-    case "provider":
-      return columns.providers.names[key] ?? null
-    case "session":
-      return columns.sessions.names[key] ?? null
-    case "day":
-      return new Date(key * DAY_MS).toISOString().slice(0, 10)
-  }
-}
+const dayName = (day: number): string => new Date(day * DAY_MS).toISOString().slice(0, 10)
 
 const byKey = (a: UsageGroup, b: UsageGroup): number =>
   a.key === b.key ? 0 : a.key === null ? 1 : b.key === null ? -1 : a.key < b.key ? -1 : 1
@@ -95,19 +124,24 @@ const byKey = (a: UsageGroup, b: UsageGroup): number =>
 /** Runs `query` over `columns` (which must be sorted). */
 export const runQuery = (columns: Columns, query: UsageQuery): UsageResult => {
   const groupBy = query.groupBy
-  let tenant = -1
+  // With a tenant: which key ids are that tenant's (the row holds the key, the key its tenant).
+  let tenantKeys: Uint8Array | undefined
   if (query.tenant !== undefined) {
     const id = columns.tenants.find(query.tenant)
     if (id === undefined) return { totals: EMPTY, groups: groupBy === undefined ? undefined : [] }
-    tenant = id
+    const owners = columns.keys.parts[0]!
+    tenantKeys = new Uint8Array(owners.length)
+    for (let k = 0; k < owners.length; k++) tenantKeys[k] = owners[k] === id ? 1 : 0
   }
   const from = query.since === undefined ? 0 : columns.lowerBound(query.since)
   const to = query.until === undefined ? columns.size : columns.lowerBound(query.until)
   const total = new Sum()
   const groups = new Map<number, Sum>()
-  const keys = groupBy === undefined ? undefined : keyColumn(columns, groupBy)
   const day = groupBy === "day"
-  const { tenant: tenants, input, output, cacheRead, cacheWrite, cost } = columns
+  const by = groupBy === undefined || day ? undefined : grouping(columns, groupBy)
+  const keys = day ? columns.ts : by?.column
+  const groupOf = by?.groupOf
+  const { key: rowKeys, input, output, cacheRead, cacheWrite, cost } = columns
   const add = (sum: Sum, i: number): void => {
     sum.requests++
     sum.input += input[i]!
@@ -117,10 +151,10 @@ export const runQuery = (columns: Columns, query: UsageQuery): UsageResult => {
     sum.cost += cost[i]!
   }
   for (let i = from; i < to; i++) {
-    if (tenant >= 0 && tenants[i] !== tenant) continue
+    if (tenantKeys !== undefined && tenantKeys[rowKeys[i]!] === 0) continue
     add(total, i)
     if (keys === undefined) continue
-    const key = day ? Math.floor(keys[i]! / DAY_MS) : keys[i]!
+    const key = day ? Math.floor(keys[i]! / DAY_MS) : groupOf === undefined ? keys[i]! : groupOf[keys[i]!]!
     let group = groups.get(key)
     if (group === undefined) groups.set(key, (group = new Sum()))
     add(group, i)
@@ -128,7 +162,7 @@ export const runQuery = (columns: Columns, query: UsageQuery): UsageResult => {
   if (groupBy === undefined) return { totals: total.totals(), groups: undefined }
   const list: Array<UsageGroup> = []
   for (const [key, sum] of groups) {
-    list.push({ key: day || key !== NULL_ID ? keyName(columns, groupBy, key) : null, ...sum.totals() })
+    list.push({ key: by === undefined ? dayName(key) : by.name(key), ...sum.totals() })
   }
   return { totals: total.totals(), groups: list.sort(byKey) }
 }

@@ -3,6 +3,7 @@ import { Cause, Console, Effect, Exit, Layer, Option, Predicate } from "effect"
 import { CliError } from "effect/cli"
 import * as Help from "../cli/help.js"
 import { cli } from "../cli/main.js"
+import { cliConfigLayer } from "../cli/options.js"
 import * as JsonLogs from "../ops/logger.js"
 
 /** A usage error (the CLI printed it with the help) or an invalid config (the command printed its problems). */
@@ -26,7 +27,7 @@ const program = cli.pipe(
     }
     return Console.error(`tollgate: ${Cause.pretty(cause)}`)
   }),
-  Effect.provide(Layer.mergeAll(NodeServices.layer, Help.layer, JsonLogs.layer)),
+  Effect.provide(Layer.mergeAll(NodeServices.layer, Help.layer, JsonLogs.layer, cliConfigLayer)),
 )
 
 NodeRuntime.runMain(program, {

@@ -1,10 +1,12 @@
 import { Console, ConfigProvider, Effect } from "effect"
-import { mkdtempSync } from "node:fs"
+import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { startFakeProvider } from "../../fakeprovider/server.js"
 import { decodeConfig } from "../config/load.js"
+import type { ListenAddress } from "../config/primitives.js"
 import { generateKey, hashKey } from "../keys/keys.js"
+import { formatListen } from "./options.js"
 import { runGateway } from "./serve.js"
 
 const UPSTREAM_KEY_ENV = "TOLLGATE_DEMO_UPSTREAM_KEY"
@@ -51,10 +53,19 @@ const demoPrices = {
 }
 
 /**
+ * A fresh temporary folder for the demo's usage records and runtime keys, removed with everything in it
+ * when the demo ends (Ctrl-C, SIGTERM, a failed start), after the gateway has closed its files.
+ */
+const demoFolder = Effect.acquireRelease(
+  Effect.sync(() => mkdtempSync(join(tmpdir(), "tollgate-demo-"))),
+  (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true })),
+)
+
+/**
  * `tollgate demo`: two fake providers and the gateway on a built-in config
  * (memory store), a fresh key, and a ready curl line. Runs until Ctrl-C.
  */
-export const demo = (listen: string) =>
+export const demo = (listen: ListenAddress) =>
   Effect.gen(function* () {
     const fakes = yield* Effect.acquireRelease(
       Effect.promise(() =>
@@ -63,31 +74,35 @@ export const demo = (listen: string) =>
       (started) => Effect.promise(() => Promise.all(started.map((fake) => fake.close()))),
     )
     const key = generateKey()
-    const dir = mkdtempSync(join(tmpdir(), "tollgate-demo-"))
+    const dir = yield* demoFolder
     const usageFile = join(dir, "usage.jsonl")
-    const raw = demoConfig(listen, fakes[0].url, fakes[1].url, hashKey(key), usageFile)
-    const { config } = yield* decodeConfig(raw, {
+    const raw = demoConfig(formatListen(listen), fakes[0].url, fakes[1].url, hashKey(key), usageFile)
+    const { config, warnings } = yield* decodeConfig(raw, {
       path: join(dir, "tollgate.yaml"),
       mode: "serve",
       prices: demoPrices,
     })
-    return yield* runGateway(config, (url) =>
-      Console.log(
-        [
-          "",
-          `Tollgate demo: fake providers at ${fakes[0].url} (primary) and ${fakes[1].url} (backup).`,
-          `Client key (shown once): ${key}`,
-          `Usage records: ${usageFile}`,
-          "",
-          "Try:",
-          `  curl -s ${url}/v1/messages -H "x-api-key: ${key}" -H "content-type: application/json" \\`,
-          `    -d '{"model":"claude-demo","max_tokens":16,"messages":[{"role":"user","content":"Hello, Tollgate!"}]}'`,
-          "",
-          `  curl -s ${url}/v1/chat/completions -H "authorization: Bearer ${key}" -H "content-type: application/json" \\`,
-          `    -d '{"model":"gpt-demo","stream":true,"messages":[{"role":"user","content":"Hello, Tollgate!"}]}'`,
-          "",
-          "Press Ctrl-C to stop.",
-        ].join("\n"),
-      ),
-    )
+    return yield* runGateway(config, {
+      warnings,
+      prices: "built in (claude-sonnet-5-5, gpt-5-mini)",
+      listenHint: "pass --listen HOST:PORT (npm run demo -- --listen 127.0.0.1:9000)",
+      onListening: (url) =>
+        Console.log(
+          [
+            "",
+            `Tollgate demo: fake providers at ${fakes[0].url} (primary) and ${fakes[1].url} (backup).`,
+            `Client key (shown once): ${key}`,
+            `Usage records: ${usageFile} (removed when the demo stops)`,
+            "",
+            "Try:",
+            `  curl -s ${url}/v1/messages -H "x-api-key: ${key}" -H "content-type: application/json" \\`,
+            `    -d '{"model":"claude-demo","max_tokens":16,"messages":[{"role":"user","content":"Hello, Tollgate!"}]}'`,
+            "",
+            `  curl -s ${url}/v1/chat/completions -H "authorization: Bearer ${key}" -H "content-type: application/json" \\`,
+            `    -d '{"model":"gpt-demo","stream":true,"messages":[{"role":"user","content":"Hello, Tollgate!"}]}'`,
+            "",
+            "Press Ctrl-C to stop.",
+          ].join("\n"),
+        ),
+    })
   }).pipe(Effect.scoped, Effect.provide(demoUpstreamKey))

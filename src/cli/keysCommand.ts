@@ -3,6 +3,7 @@
  * once; the config stores only its SHA-256.
  */
 import { Console, Option } from "effect"
+import { documented } from "./help.js"
 import { Command, Flag } from "effect/cli"
 import { stringify } from "yaml"
 import { formatPath } from "../config/problems.js"
@@ -16,6 +17,7 @@ export const keyEntryYaml = (id: string, sha256: string): string => stringify([{
 export const keyCreatedText = (tenant: string, id: string, secret: string): string =>
   [
     `secret (shown only once; give it to the client): ${secret}`,
+    "(On a running gateway, POST /admin/keys creates a key that works at once, without a restart.)",
     "",
     `Add this entry under ${formatPath(["tenants", tenant, "keys"])} in the config, then restart Tollgate:`,
     "",
@@ -43,6 +45,10 @@ export const createCommand = Command.make(
   Command.withDescription(
     "Make a new client key: prints the secret once and the YAML entry (id and sha256) to paste under the tenant's keys.",
   ),
+  documented({
+    command: "tollgate keys create --tenant acme --id ci",
+    description: "A key for tenant acme, named ci in usage records",
+  }),
 )
 
 /** `tollgate keys …`. */

@@ -1,38 +1,86 @@
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
 import { Command, Flag } from "effect/cli"
 import { configCommand } from "./configCommand.js"
 import { demo } from "./demo.js"
+import { documented, type EnvVarDoc } from "./help.js"
 import { keysCommand } from "./keysCommand.js"
-import { configOption, resolveConfigPath } from "./options.js"
+import { configOption, configPathEnv, defaultListen, listenOption, resolveConfigPath } from "./options.js"
+import { logFormatOption, withLogFormat, withLogLevel } from "./options.js"
 import { serve } from "./serve.js"
 
-const serveCommand = Command.make("serve", { config: configOption }, ({ config }) =>
-  Effect.flatMap(resolveConfigPath(config), serve),
+/** The variables a gateway reads (serve; demo reads the admin one only). */
+const adminTokenEnv: EnvVarDoc = {
+  name: "TOLLGATE_ADMIN_TOKEN",
+  description:
+    "Bearer token of /admin/* (the variable admin.token_env names); the admin API is off when unset.",
+}
+
+const serveCommand = Command.make(
+  "serve",
+  {
+    config: configOption,
+    listen: listenOption(
+      `Address to listen on, over the config's server.listen (default ${defaultListen}). Port 0 picks a free port.`,
+    ).pipe(Flag.optional),
+    logFormat: logFormatOption,
+  },
+  ({ config, listen, logFormat }) =>
+    Effect.flatMap(resolveConfigPath(config), (path) => serve(path, Option.getOrUndefined(listen))).pipe(
+      withLogFormat(logFormat),
+    ),
 ).pipe(
   Command.withDescription(
-    "Run the gateway. Prints `listening on http://HOST:PORT` when ready; SIGTERM or Ctrl-C stops it.",
+    "Run the gateway. Prints `listening on http://HOST:PORT` when ready; SIGTERM or Ctrl-C stops it (open requests drain).",
+  ),
+  documented(
+    {
+      command: "tollgate serve --config config/tollgate.yaml --listen 0.0.0.0:8080",
+      description: "Run on every interface, port 8080",
+    },
+    [
+      { name: configPathEnv, description: "The config file when --config is absent." },
+      {
+        name: "providers.*.api_key_env",
+        description:
+          "Each provider's upstream key, from the variable it names (e.g. ANTHROPIC_API_KEY); unset refuses the start.",
+      },
+      {
+        name: "providers.*.access_token_env",
+        description:
+          "A Vertex provider's static token; without it, Google ADC (GOOGLE_APPLICATION_CREDENTIALS).",
+      },
+      adminTokenEnv,
+    ],
   ),
 )
 
 const demoCommand = Command.make(
   "demo",
   {
-    listen: Flag.String("listen").pipe(
-      Flag.withDescription("Address for the demo gateway (HOST:PORT)."),
-      Flag.withDefault("127.0.0.1:8080"),
-    ),
+    listen: listenOption(
+      `Address of the demo gateway. Default: ${defaultListen}. Port 0 picks a free port.`,
+    ).pipe(Flag.withDefault({ host: "127.0.0.1", port: 8080 })),
+    logFormat: logFormatOption,
   },
-  ({ listen }) => demo(listen),
+  ({ listen, logFormat }) => demo(listen).pipe(withLogFormat(logFormat)),
 ).pipe(
   Command.withDescription(
-    "Start two fake providers and the gateway on a built-in config (memory store); print a key and a ready curl command. Runs until Ctrl-C.",
+    "Start two fake providers and the gateway on a built-in config (memory store, a temporary folder removed on exit); print a key and a ready curl command. Runs until Ctrl-C.",
   ),
+  documented({ command: "tollgate demo --listen 127.0.0.1:9000", description: "Run the demo on port 9000" }, [
+    adminTokenEnv,
+  ]),
 )
 
 /** `tollgate`: the root command. */
 export const tollgate = Command.make("tollgate").pipe(
   Command.withDescription("Tollgate, an LLM API gateway."),
   Command.withSubcommands([serveCommand, configCommand, keysCommand, demoCommand]),
+  withLogLevel,
+  documented({
+    command: "tollgate serve --help",
+    description: "What a command does, its flags and variables",
+  }),
 )
 
 /** Runs `tollgate` on the process arguments (from the `Stdio` service). */

@@ -142,6 +142,30 @@ export const checkBudgetPrices = (
   return problems
 }
 
+/**
+ * Route targets with no price (a warning): their requests would be recorded at cost 0, and
+ * counted in `tollgate_unpriced_requests_total`. Ollama targets cost 0 by default and never
+ * show here. A tenant with a budget that reaches one is an error ({@link checkBudgetPrices}).
+ */
+export const checkUnpricedTargets = (
+  routes: ReadonlyMap<string, RouteConfig>,
+  providers: ReadonlyMap<string, ProviderConfig>,
+  prices: ReadonlyArray<PriceEntry>,
+  pricingFile: string,
+): Array<string> => {
+  const warnings: Array<string> = []
+  for (const route of routes.values()) {
+    route.targets.forEach((target, index) => {
+      const provider = providers.get(target.provider)
+      if (provider === undefined || priceFor(prices, provider, target.model) !== undefined) return
+      warnings.push(
+        `${formatPath(["routes", route.name, "targets", index])}: provider "${provider.name}" model "${target.model}" has no price in ${pricingFile}: its requests will be recorded at cost 0 (add a row for it to the price table)`,
+      )
+    })
+  }
+  return warnings
+}
+
 /** The value of env var `name` from Effect's `Config`; `undefined` when unset, empty or blank. */
 export const readEnv = (name: string): Effect.Effect<string | undefined> =>
   Config.option(Config.String(name)).pipe(

@@ -7,13 +7,20 @@ import { vertexBaseUrl } from "../domain/providerDefaults.js"
 import * as NodePath from "node:path"
 import { totalmem } from "node:os"
 import { Effect, Result, Schema } from "effect"
-import { checkBudgetPrices, checkKeyHashes, checkProviderEnv, checkRoutes, checkTenants } from "./checks.js"
+import {
+  checkBudgetPrices,
+  checkKeyHashes,
+  checkProviderEnv,
+  checkRoutes,
+  checkTenants,
+  checkUnpricedTargets,
+} from "./checks.js"
 import { decodeNamed, salvageProvider, salvageRoute, salvageTenant, viewsOf } from "./entries.js"
 import type { PriceEntry, ProviderConfig, RouteConfig, TenantConfig, TollgateConfig } from "./model.js"
 import { decodePriceTable } from "./pricing.js"
 import { ConfigInvalid, formatPath, parseErrorProblems } from "./problems.js"
 import * as S from "./schema.js"
-import { describeYamlError, readYamlFile } from "./yamlFile.js"
+import { describeYamlError, readYamlFile, type YamlDocument, type YamlFileError } from "./yamlFile.js"
 
 /** `serve` refuses unset provider key env vars; `validate` only warns about them. */
 export type LoadMode = "serve" | "validate"
@@ -24,7 +31,7 @@ export interface DecodeOptions {
   readonly mode: LoadMode
   /** The price file's content (`{ prices: [...] }` or just the list); when given, `pricing.file` is not read. */
   readonly prices?: unknown
-  /** Folder that absent `usage.file` / `pricing.file` defaults resolve against. Default `process.cwd()`. */
+  /** Working directory: absent `usage.file` resolves against it, and absent `pricing.file` falls back to it (ADR 0051). Default `process.cwd()`. */
   readonly cwd?: string
 }
 
@@ -36,7 +43,9 @@ export interface Loaded {
 
 /** Default `usage.file`, relative to the working directory. */
 export const defaultUsageFile = "data/usage.jsonl"
-/** Default `pricing.file`, relative to the working directory. */
+/** Absent `pricing.file`: this name beside the config file first (ADR 0051)… */
+export const pricingBesideConfig = "pricing.yaml"
+/** …then this path in the working directory (ADR 0001). */
 export const defaultPricingFile = "config/pricing.yaml"
 
 /** Top-level keys of `tollgate.yaml`, in the order the docs list them. */
@@ -136,8 +145,23 @@ export const decodeConfig = Effect.fn("Config.decode")(function* (raw: unknown, 
     keys.file === undefined
       ? NodePath.join(NodePath.dirname(usageFile), "keys.jsonl")
       : NodePath.resolve(configDir, keys.file)
-  const pricingFile = resolveFile(pricing.file, configDir, defaultPricingFile, cwd)
-  const prices = yield* loadPrices(options.prices, pricingFile, problems, warnings)
+  // An absent pricing.file is looked for beside the config, then in the working directory's config/ (ADR 0051).
+  const pricingFiles =
+    pricing.file === undefined
+      ? [
+          ...new Set([
+            NodePath.join(configDir, pricingBesideConfig),
+            NodePath.resolve(cwd, defaultPricingFile),
+          ]),
+        ]
+      : [NodePath.resolve(configDir, pricing.file)]
+  const { file: pricingFile, prices } = yield* loadPrices(
+    options.prices,
+    pricingFiles,
+    { configPath, explicit: pricing.file !== undefined },
+    problems,
+    warnings,
+  )
 
   const providerViews = viewsOf(providerFiles.names, providers, providerFiles.salvaged)
   const tenantViews = viewsOf(tenantFiles.names, tenants, tenantFiles.salvaged)
@@ -154,6 +178,12 @@ export const decodeConfig = Effect.fn("Config.decode")(function* (raw: unknown, 
     problems.push(...checkBudgetPrices(tenants, routes, providers, prices, pricingFile))
   const envProblems = yield* checkProviderEnv(providers)
   ;(options.mode === "serve" ? problems : warnings).push(...envProblems)
+  // No silent $0: a target without a price would be metered at cost 0.
+  if (prices !== undefined) warnings.push(...checkUnpricedTargets(routes, providers, prices, pricingFile))
+  if (routeFiles.names.size === 0)
+    warnings.push("routes: none configured: the gateway will refuse every request (no route to serve it)")
+  if (tenantFiles.names.size === 0)
+    warnings.push("tenants: none configured: the gateway will refuse every request (no tenant holds a key)")
 
   if (problems.length > 0 || prices === undefined) return yield* new ConfigInvalid({ problems })
   const config: TollgateConfig = {
@@ -163,7 +193,9 @@ export const decodeConfig = Effect.fn("Config.decode")(function* (raw: unknown, 
       port: server.listen.port,
       shutdownGraceMs: server.shutdownGraceMs,
       maxBodyBytes: server.maxBodyBytes,
-      maxBufferedBytes: server.maxBufferedBytes ?? defaultMaxBufferedBytes(),
+      // The default is never less than two bodies of the largest size (one tenant may hold half).
+      maxBufferedBytes:
+        server.maxBufferedBytes ?? Math.max(defaultMaxBufferedBytes(), 2 * server.maxBodyBytes),
       bodyTimeoutMs: server.bodyTimeoutMs,
       maxConnections: server.maxConnections,
     },
@@ -240,26 +272,59 @@ const resolveFile = (
 ): string =>
   explicit === undefined ? NodePath.resolve(cwd, fallback) : NodePath.resolve(configDir, explicit)
 
-/** The price table from `inline` or `file`; problems are pushed and `undefined` returned when invalid. */
+const isNotFound = (error: YamlFileError): boolean =>
+  error.reason === "read" && error.detail.startsWith("ENOENT")
+
+/**
+ * The first of `files` that can be read and parsed. With `skipMissing`, a file that does not
+ * exist is passed over (`undefined` when none exists); any other failure is the result.
+ */
+const readFirst = (
+  files: ReadonlyArray<string>,
+  skipMissing: boolean,
+): Effect.Effect<Result.Result<YamlDocument & { readonly file: string }, YamlFileError> | undefined> =>
+  Effect.gen(function* () {
+    for (const file of files) {
+      const read = yield* Effect.result(readYamlFile(file))
+      if (Result.isSuccess(read)) return Result.succeed({ ...read.success, file })
+      if (!(skipMissing && isNotFound(read.failure))) return Result.fail(read.failure)
+    }
+    return undefined
+  })
+
+/**
+ * The price table from `inline`, or from the first of `candidates` that exists (several only
+ * when `pricing.file` is absent). Problems are pushed and `prices` is `undefined` when it is
+ * missing or invalid; a missing one says which paths were tried and how to name the right one.
+ */
 const loadPrices = (
   inline: unknown,
-  file: string,
+  candidates: ReadonlyArray<string>,
+  from: { readonly configPath: string; readonly explicit: boolean },
   problems: Array<string>,
   warnings: Array<string>,
-): Effect.Effect<ReadonlyArray<PriceEntry> | undefined> =>
+): Effect.Effect<{ readonly file: string; readonly prices: ReadonlyArray<PriceEntry> | undefined }> =>
   Effect.gen(function* () {
+    const howToFix = `set pricing.file in ${from.configPath} to the price table's path (a relative path is read from ${NodePath.dirname(from.configPath)})`
+    let file = candidates[0]!
     let raw = inline
     if (inline === undefined) {
-      const read = yield* Effect.result(readYamlFile(file))
-      if (Result.isFailure(read)) {
-        problems.push(`pricing.file: ${describeYamlError(read.failure)}`)
-        return undefined
+      const read = yield* readFirst(candidates, !from.explicit)
+      if (read === undefined) {
+        problems.push(`pricing.file: not set, and no price table at ${candidates.join(" nor ")}; ${howToFix}`)
+        return { file, prices: undefined }
       }
+      if (Result.isFailure(read)) {
+        const hint = isNotFound(read.failure) ? `; ${howToFix}` : ""
+        problems.push(`pricing.file: ${describeYamlError(read.failure)}${hint}`)
+        return { file: read.failure.file, prices: undefined }
+      }
+      file = read.success.file
       warnings.push(...read.success.warnings.map((warning) => `pricing.file: ${file}:${warning}`))
       raw = read.success.value
     }
     const decoded = decodePriceTable(Array.isArray(raw) ? { prices: raw } : raw, file)
-    if (Result.isSuccess(decoded)) return decoded.success
+    if (Result.isSuccess(decoded)) return { file, prices: decoded.success }
     problems.push(...decoded.failure)
-    return undefined
+    return { file, prices: undefined }
   })

@@ -44,20 +44,19 @@ const toEntry = (row: typeof PriceRow.Type): PriceEntry => ({
 })
 
 /**
- * Decodes a parsed price file. Problems under `prices` keep their path (`prices[3].input: …`);
- * others are reported against `pricing.file` and name `file`. Two rows for the same
- * provider (or none) and model are an error.
+ * Decodes a parsed price file. Every problem is reported against `pricing.file` and names
+ * `file`, then the path inside it (`pricing.file: /etc/tollgate/pricing.yaml: prices[3].input: …`).
+ * Two rows for the same provider (or none) and model are an error.
  */
 export const decodePriceTable = (
   raw: unknown,
   file: string,
 ): Result.Result<ReadonlyArray<PriceEntry>, ReadonlyArray<string>> => {
+  const inFile = `pricing.file: ${file}: `
   const decoded = Schema.decodeUnknownResult(PriceTable)(raw, parseOptions)
   if (Result.isFailure(decoded)) {
-    const lines = parseErrorIssues(decoded.failure).map((issue) =>
-      issue.path[0] === "prices"
-        ? `${formatPath(issue.path)}: ${issue.message}`
-        : `pricing.file: ${file}: ${issue.path.length === 0 ? "" : `${formatPath(issue.path)}: `}${issue.message}`,
+    const lines = parseErrorIssues(decoded.failure).map(
+      (issue) => `${inFile}${issue.path.length === 0 ? "" : `${formatPath(issue.path)}: `}${issue.message}`,
     )
     return Result.fail([...new Set(lines)])
   }
@@ -67,7 +66,10 @@ export const decodePriceTable = (
     const key = JSON.stringify([row.provider ?? null, row.model])
     const first = seen.get(key)
     if (first === undefined) seen.set(key, index)
-    else problems.push(`prices[${index}]: duplicate price for ${describe(row)}, first at prices[${first}]`)
+    else
+      problems.push(
+        `${inFile}prices[${index}]: duplicate price for ${describe(row)}, first at prices[${first}]`,
+      )
   })
   return problems.length > 0 ? Result.fail(problems) : Result.succeed(decoded.success.prices.map(toEntry))
 }

@@ -68,7 +68,14 @@ export const TargetOutcome = Schema.Struct({
   provider: Schema.String,
   model: Schema.String,
   outcome: Schema.Literals(["failed", "skipped"]),
+  /** The stable machine code (`connection_failed`, `status 529`, `breaker_open`, …). */
   reason: Schema.String,
+  /**
+   * The low-level cause of an attempt that got no response, for operators
+   * (`connect ECONNREFUSED 127.0.0.1:9`, `getaddrinfo ENOTFOUND …`, a TLS
+   * error): at most 200 characters, never headers or keys.
+   */
+  cause: Schema.optional(Schema.String),
 })
 export type TargetOutcome = typeof TargetOutcome.Type
 
@@ -265,6 +272,7 @@ export const renderError = (api: ApiFormat, error: GatewayError): ErrorResponse 
       if (error.retryAfterSeconds !== undefined) headers["retry-after"] = String(error.retryAfterSeconds)
       break
     case "BuffersFull":
+      // Memory is short: the rest of the upload is not read at all, and the connection closes.
       headers["retry-after"] = "1"
       headers["connection"] = "close"
       break

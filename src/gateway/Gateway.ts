@@ -1,21 +1,23 @@
 import { Context, Deferred, Duration, Effect, Exit, Fiber, Layer, Option } from "effect"
 import { randomUUID } from "node:crypto"
-import type { IncomingMessage, ServerResponse } from "node:http"
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http"
 import { Config } from "../config/Config.js"
-import type { TenantConfig } from "../config/model.js"
+import { LiveConfig } from "../config/LiveConfig.js"
+import type { TenantConfig, TollgateConfig } from "../config/model.js"
 import { endpointApi, type Endpoint } from "../domain/endpoint.js"
 import { renderError, Unauthenticated } from "../domain/errors.js"
+import { KeyStore } from "../keys/KeyStore.js"
 import { Limits } from "../limits/Limits.js"
 import { Meter } from "../meter/Meter.js"
 import { UsageLog } from "../meter/UsageLog.js"
 import { IndexedList, type Listed } from "../ops/IndexedList.js"
 import { OpenRequests } from "../ops/OpenRequests.js"
 import { Telemetry } from "../ops/Telemetry.js"
-import { Providers } from "../providers/Providers.js"
+import { Providers, type ProviderView } from "../providers/Providers.js"
 import { Breakers } from "../reliability/Breakers.js"
 import { Deadlines } from "../reliability/Deadlines.js"
 import { RetryBudget } from "../reliability/RetryBudget.js"
-import { makeAuthenticator } from "./auth.js"
+import { makeAuthenticator, type Principal } from "./auth.js"
 import { makeBufferBudget } from "./buffers.js"
 import { collectBody } from "./parse.js"
 import { makePipeline, type Interruption } from "./pipeline.js"
@@ -39,6 +41,11 @@ export class Gateway extends Context.Service<
   }
 >()("tollgate/Gateway") {}
 
+const expectsContinue = (req: IncomingMessage): boolean => {
+  const expect = req.headers.expect
+  return expect !== undefined && expect.toLowerCase() === "100-continue"
+}
+
 /** At most one warning line about failed authentications per this many ms. */
 const AUTH_WARN_EVERY_MS = 10_000
 
@@ -50,30 +57,70 @@ interface InFlight extends Listed, Interruption {
   tenant: TenantConfig | undefined
   /** Body bytes it holds of the buffer budget. */
   buffered: number
+  /** The configuration it runs under. */
+  readonly snapshot: Snapshot
+}
+
+/** One configuration's request path: what a request started under it uses until its end. */
+interface Snapshot {
+  readonly config: TollgateConfig
+  readonly pipeline: ReturnType<typeof makePipeline>
+  readonly authenticate: (headers: IncomingHttpHeaders) => Principal | undefined
+  readonly providers: ProviderView
+  /** Requests in flight under it. */
+  users: number
+  /** A later configuration replaced it: its clients are released once its last request ends. */
+  retired: boolean
 }
 
 export const layer = Layer.effect(
   Gateway,
   Effect.gen(function* () {
     const config = yield* Config
+    const live = yield* LiveConfig
     const usageLog = yield* UsageLog
     const deadlines = yield* Deadlines
     const limits = yield* Limits
-    const pipeline = makePipeline({
-      config,
-      providers: yield* Providers,
+    const providers = yield* Providers
+    const keys = yield* KeyStore
+    const telemetry = yield* Telemetry
+    const services = {
       deadlines,
       usageLog,
       breakers: yield* Breakers,
       retryBudget: yield* RetryBudget,
       limits,
-      telemetry: yield* Telemetry,
+      telemetry,
       openRequests: yield* OpenRequests,
       meters: yield* Meter,
+    }
+    /** What a request uses from its start to its end, for one configuration (a reload makes the next, ADR 0052). */
+    const snapshotOf = (next: TollgateConfig, clients: ProviderView): Snapshot => ({
+      config: next,
+      pipeline: makePipeline({ ...services, config: next, providers: clients }),
+      authenticate: makeAuthenticator(next, keys),
+      providers: clients,
+      users: 0,
+      retired: false,
     })
-    const authenticate = makeAuthenticator(config)
-    const buffers = makeBufferBudget(config.server.maxBufferedBytes)
-    const telemetry = yield* Telemetry
+    let current = snapshotOf(live.get(), providers.current())
+    live.register((next) =>
+      Effect.map(providers.prepare(next), (prepared) => {
+        const snapshot = snapshotOf(next, prepared.view)
+        return {
+          commit: () => {
+            prepared.commit()
+            const previous = current
+            current = snapshot
+            previous.retired = true
+            if (previous.users === 0) run(providers.release(previous.providers))
+          },
+          abort: prepared.abort,
+        }
+      }),
+    )
+    // Restart-only: the buffer budget is sized once (ADR 0052).
+    const buffers = makeBufferBudget(config.server.maxBufferedBytes, () => live.get().tenants.size)
     /** Failed authentications since the last warning line (at most one line per AUTH_WARN_EVERY_MS). */
     let authFailures = 0
     let authWarnedAt = Number.NEGATIVE_INFINITY
@@ -123,6 +170,8 @@ export const layer = Layer.effect(
         usageLog.afterWrite(() => {
           inflight.remove(entry)
           release(entry)
+          const snapshot = entry.snapshot
+          if (--snapshot.users === 0 && snapshot.retired) run(providers.release(snapshot.providers))
           if (idle !== undefined && inflight.size === 0) Deferred.doneUnsafe(idle, Exit.void)
         })
       })
@@ -162,7 +211,9 @@ export const layer = Layer.effect(
 
     const handle = (req: IncomingMessage, res: ServerResponse, endpoint: Endpoint): void => {
       const api = endpointApi(endpoint)
-      const principal = authenticate(req.headers)
+      // The configuration the request runs under, from its start to its end.
+      const snapshot = current
+      const principal = snapshot.authenticate(req.headers)
       if (principal === undefined) {
         writeError(res, renderError(api, new Unauthenticated({ message: "invalid or missing API key" })))
         return authFailed()
@@ -174,7 +225,10 @@ export const layer = Layer.effect(
         listIndex: -1,
         tenant: undefined,
         buffered: 0,
+        snapshot,
       }
+      snapshot.users++
+      const { pipeline } = snapshot
       if (draining) return start(res, entry, pipeline.refuse(info, res, entry))
       // What the headers decide is refused before a byte of the body is read (ADR 0049).
       const tenant = principal.tenant
@@ -188,12 +242,22 @@ export const layer = Layer.effect(
         return true
       }
       // A body that finishes arriving once the drain has begun is refused like a new request.
-      collectBody(req, config.server.maxBodyBytes, config.server.bodyTimeoutMs, take, (body) =>
-        start(
-          res,
-          entry,
-          draining ? pipeline.refuse(info, res, entry) : pipeline.handle(info, req, res, body, entry),
-        ),
+      const server = snapshot.config.server
+      collectBody(
+        req,
+        server.maxBodyBytes,
+        server.bodyTimeoutMs,
+        take,
+        (body) =>
+          start(
+            res,
+            entry,
+            draining ? pipeline.refuse(info, res, entry) : pipeline.handle(info, req, res, body, entry),
+          ),
+        // A client waiting on `expect: 100-continue` is told to send only once the body will be read (ADR 0049).
+        () => {
+          if (expectsContinue(req)) res.writeContinue()
+        },
       )
     }
 

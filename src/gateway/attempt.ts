@@ -8,6 +8,7 @@ import type { ProviderClient } from "../providers/ProviderClient.js"
 import type { Breakers, Outcome, Permit } from "../reliability/Breakers.js"
 import type { Deadline, Deadlines, TimeoutKind } from "../reliability/Deadlines.js"
 import {
+  describeUpstreamError,
   isConnectTimeout,
   UpstreamCall,
   type UpstreamError,
@@ -58,17 +59,31 @@ export type AttemptFailureReason = "connect_timeout" | "connection_failed" | Tim
 
 /** An attempt that ended without a usable upstream response. */
 export class AttemptFailed extends Data.TaggedError("AttemptFailed")<{
+  /** The stable code (the 502's `targets[].reason`). */
   readonly reason: AttemptFailureReason
+  /**
+   * The low-level cause, for operators (the 502's `targets[].cause` and the
+   * log): `connect ECONNREFUSED 127.0.0.1:9`, `first_token timeout after
+   * 60000 ms` (see `describeUpstreamError`; never headers or keys).
+   */
   readonly detail: string
 }> {}
 
 const isEventStream = (contentType: string | Array<string> | undefined): boolean =>
   typeof contentType === "string" && contentType.startsWith("text/event-stream")
 
-const failureOf = (error: UpstreamError): AttemptFailed =>
-  isConnectTimeout(error)
-    ? new AttemptFailed({ reason: "connect_timeout", detail: "connect timeout" })
-    : new AttemptFailed({ reason: "connection_failed", detail: error.code ?? error.message })
+const failureOf = (error: UpstreamError, connectMs: number): AttemptFailed =>
+  new AttemptFailed({
+    reason: isConnectTimeout(error) ? "connect_timeout" : "connection_failed",
+    detail: describeUpstreamError(error, connectMs),
+  })
+
+/** The cause of a deadline that passed before the response head (or the end of a stream prelude). */
+const timeoutDetail = (kind: TimeoutKind, timeouts: TimeoutsConfig): string => {
+  const ms =
+    kind === "first_token" ? timeouts.firstTokenMs : kind === "idle" ? timeouts.idleMs : timeouts.totalMs
+  return kind === "client_write" ? "client_write timeout" : `${kind} timeout after ${ms} ms`
+}
 
 /**
  * What one attempt holds, released by its scope's one finalizer: the
@@ -168,7 +183,7 @@ const awaitHead = (
       lastActivity: now,
       waitingForClientSince: 0,
       listIndex: -1,
-      expire: (kind) => fail(new AttemptFailed({ reason: kind, detail: `${kind} timeout` })),
+      expire: (kind) => fail(new AttemptFailed({ reason: kind, detail: timeoutDetail(kind, timeouts) })),
     }
     let meter: StreamMeter | undefined
     const pending: Array<Buffer> = []
@@ -209,9 +224,9 @@ const awaitHead = (
         meter?.end()
         respond()
       },
-      onError: (error: UpstreamError) => fail(failureOf(error)),
+      onError: (error: UpstreamError) => fail(failureOf(error, timeouts.connectMs)),
     }
-    const call = new UpstreamCall(onHead, (error) => fail(failureOf(error)))
+    const call = new UpstreamCall(onHead, (error) => fail(failureOf(error, timeouts.connectMs)))
     deadlines.register(deadline)
     client.dispatch(upstream, call, timeouts.connectMs)
     // Interrupted while waiting: abort the upstream request (a response already delivered is the scope's).

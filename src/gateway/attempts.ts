@@ -4,7 +4,7 @@ import { NoUpstreamResponse, type TargetOutcome } from "../domain/errors.js"
 import type { ParsedRequest } from "../domain/request.js"
 import type { Meter } from "../meter/Meter.js"
 import type { TelemetryService } from "../ops/Telemetry.js"
-import type { Providers } from "../providers/Providers.js"
+import type { ProviderView } from "../providers/Providers.js"
 import type { Breakers } from "../reliability/Breakers.js"
 import type { Deadlines } from "../reliability/Deadlines.js"
 import type { RetryBudget } from "../reliability/RetryBudget.js"
@@ -40,7 +40,7 @@ const ruleFor = (response: AttemptResponse): { rule: Rule; reason: string } => {
 }
 
 export interface AttemptDeps {
-  readonly providers: Providers["Service"]
+  readonly providers: ProviderView
   readonly deadlines: Deadlines["Service"]
   readonly meters: Meter["Service"]
   readonly breakers: Breakers["Service"]
@@ -130,7 +130,7 @@ export const makeAttempts = (deps: AttemptDeps) => {
           telemetry.attempt(target.provider, target.model, "failure", waited)
           hold.report("failure")
           yield* Scope.close(scope, Exit.void)
-          outcomes.push({ ...target, outcome: "failed", reason: result.reason })
+          outcomes.push({ ...target, outcome: "failed", reason: result.reason, cause: result.detail })
           continue targets
         }
         const { rule, reason } = ruleFor(result)

@@ -1,6 +1,7 @@
 import { hash } from "node:crypto"
 import type { IncomingHttpHeaders } from "node:http"
 import type { TenantConfig, TollgateConfig } from "../config/model.js"
+import type { KeyLookup } from "../keys/KeyStore.js"
 
 /** Who sent a request: the tenant and which of its keys. */
 export interface Principal {
@@ -23,8 +24,12 @@ export const clientKey = (headers: IncomingHttpHeaders): string | undefined => {
 /**
  * Maps a client key to its principal by SHA-256: the config holds only
  * hashes, and a lookup by hash reveals nothing about the secret's bytes.
+ * A config key wins; else a live runtime key of `keys` (not revoked, not
+ * expired) whose tenant is in `config`. A key that authenticates is noted
+ * as used (in memory; `keys` writes it in batches). Pure over its two
+ * arguments: a config reload builds a new one over the same `keys`.
  */
-export const makeAuthenticator = (config: TollgateConfig) => {
+export const makeAuthenticator = (config: TollgateConfig, keys: KeyLookup) => {
   const byHash = new Map<string, Principal>()
   for (const tenant of config.tenants.values()) {
     for (const key of tenant.keys) byHash.set(key.sha256, { tenant, keyId: key.id })
@@ -32,6 +37,15 @@ export const makeAuthenticator = (config: TollgateConfig) => {
   return (headers: IncomingHttpHeaders): Principal | undefined => {
     const key = clientKey(headers)
     if (key === undefined) return undefined
-    return byHash.get(hash("sha256", key, "hex"))
+    const sha256 = hash("sha256", key, "hex")
+    let principal = byHash.get(sha256)
+    if (principal === undefined) {
+      const runtime = keys.find(sha256)
+      const tenant = runtime === undefined ? undefined : config.tenants.get(runtime.tenant)
+      if (tenant === undefined) return undefined
+      principal = { tenant, keyId: runtime!.id }
+    }
+    keys.used(principal.tenant.name, principal.keyId)
+    return principal
   }
 }

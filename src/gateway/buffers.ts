@@ -1,8 +1,8 @@
 /**
  * The request bodies held in memory, counted (issue #16, ADR 0049): all
  * requests together may hold `server.max_buffered_bytes`, and one tenant at
- * most half of it, so no tenant can take the memory the others' requests
- * need. A body holds its bytes from the moment they are taken until its
+ * most half of it (when more than one is configured), so no tenant can take
+ * the memory the others' requests need. A body holds its bytes from the moment they are taken until its
  * request's record is written (its attempts may resend it).
  */
 export interface BufferBudget {
@@ -14,14 +14,15 @@ export interface BufferBudget {
   readonly held: () => number
 }
 
-export const makeBufferBudget = (maxBytes: number): BufferBudget => {
-  const tenantMax = Math.floor(maxBytes / 2)
+/** `tenants`: how many tenants are configured (now); with one, it may hold the whole budget. */
+export const makeBufferBudget = (maxBytes: number, tenants: () => number = () => 2): BufferBudget => {
+  const half = Math.floor(maxBytes / 2)
   const byTenant = new Map<string, number>()
   let total = 0
   return {
     take: (tenant, bytes) => {
       const mine = byTenant.get(tenant) ?? 0
-      if (total + bytes > maxBytes || mine + bytes > tenantMax) return false
+      if (total + bytes > maxBytes || mine + bytes > (tenants() > 1 ? half : maxBytes)) return false
       total += bytes
       byTenant.set(tenant, mine + bytes)
       return true

@@ -22,6 +22,8 @@ export const collectBody = (
   timeoutMs: number,
   take: TakeBytes,
   done: (body: Buffer | BodyTooLarge | BuffersFull | BodyTimeout | InvalidRequest) => void,
+  /** Called once the body is to be read (before the first byte): a client waiting on `expect: 100-continue` may send it. */
+  accepted?: () => void,
 ): void => {
   const declared = req.headers["content-length"]
   const length = declared === undefined ? Number.NaN : Number(declared)
@@ -35,7 +37,8 @@ export const collectBody = (
   const chunks: Array<Buffer> = []
   let size = 0
   let finished = false
-  // A body still on its way gets a deadline (`server.body_timeout`); one that arrived with the headers, none.
+  // A body still on its way gets a deadline (`server.body_timeout`). (When the request handler runs, Node has
+  // not yet marked even a body that came with the headers complete, so in practice every body gets one.)
   const timer = req.complete
     ? undefined
     : setTimeout(() => {
@@ -67,6 +70,7 @@ export const collectBody = (
   }
   const onEnd = () => finish(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size))
   const onFailure = () => finish(new InvalidRequest({ message: "the request body could not be read" }))
+  accepted?.()
   req.on("data", onData)
   req.on("end", onEnd)
   req.on("error", onFailure)

@@ -17,10 +17,10 @@ import type { Limits } from "../limits/Limits.js"
 import type { ResponseOwner } from "../limits/Store.js"
 import type { Meter } from "../meter/Meter.js"
 import type { UsageLog } from "../meter/UsageLog.js"
-import { logRequest, writeRequestLine } from "../ops/logger.js"
+import { logRequestLine } from "../ops/logger.js"
 import type { OpenRequests } from "../ops/OpenRequests.js"
 import type { TelemetryService } from "../ops/Telemetry.js"
-import type { Providers } from "../providers/Providers.js"
+import type { ProviderView } from "../providers/Providers.js"
 import type { Breakers } from "../reliability/Breakers.js"
 import type { Deadlines } from "../reliability/Deadlines.js"
 import type { RetryBudget } from "../reliability/RetryBudget.js"
@@ -43,7 +43,7 @@ import {
 
 export interface PipelineDeps {
   readonly config: TollgateConfig
-  readonly providers: Providers["Service"]
+  readonly providers: ProviderView
   readonly deadlines: Deadlines["Service"]
   readonly usageLog: UsageLog["Service"]
   readonly breakers: Breakers["Service"]
@@ -358,8 +358,21 @@ export const makePipeline = (deps: PipelineDeps) => {
           route: progress.route?.name ?? "",
           committed: committed !== undefined,
           overheadMs: overheadMs(info, progress, now),
+          // Served by a target the price table lacks: recorded at cost 0 (count_tokens is free anyway).
+          unpriced:
+            committed !== undefined &&
+            committed.price === undefined &&
+            end.status >= 200 &&
+            end.status < 300 &&
+            info.endpoint !== "/v1/messages/count_tokens",
         })
-        return writeRequestLine(record, now) ? Effect.void : logRequest(record)
+        // A 502 Tollgate made itself: its line names the targets and their causes, as its body does.
+        const failure = Exit.isFailure(exit) ? Cause.findErrorOption(exit.cause) : Option.none()
+        const targets =
+          Option.isSome(failure) && failure.value._tag === "NoUpstreamResponse"
+            ? failure.value.targets
+            : undefined
+        return logRequestLine(record, now, targets)
       })
       const logged =
         defect === undefined

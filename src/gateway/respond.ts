@@ -1,4 +1,4 @@
-import type { IncomingHttpHeaders, OutgoingHttpHeaders, ServerResponse } from "node:http"
+import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http"
 import type { ErrorResponse } from "../domain/errors.js"
 import type { Progress, RequestInfo } from "./stages.js"
 
@@ -72,9 +72,30 @@ export const writeError = (
   // Sized, like a relayed body with a known length (ADR 0040): no chunked framing for a body Tollgate made whole.
   headers["content-length"] = String(Buffer.byteLength(rendered.body))
   if (request !== undefined) tollgateHeaders(request.info, request.progress, headers)
-  // Refused before its upload arrived (admission before the body, ADR 0049): the rest is not read, so the
-  // connection cannot carry a next request.
-  if (res.req !== undefined && !res.req.complete) headers["connection"] = "close"
+  const req = res.req
+  if (req !== undefined && !req.complete && headers["connection"] !== "close") linger(req, res)
   res.writeHead(rendered.status, headers)
   res.end(rendered.body)
+}
+
+/** How long a refused upload may go on arriving after its answer, ms. */
+const LINGER_MS = 5_000
+
+/**
+ * A refusal answered before its upload arrived (admission before the body,
+ * ADR 0049): closing at once with bytes still arriving would reset the
+ * connection, and a reset can destroy the answer before the client reads it
+ * (RFC 9112 §9.6). So the rest of the upload is read and dropped as it
+ * arrives — never held: a paused connection would hold its last socket
+ * reads — for up to LINGER_MS; a client that finishes its upload may send its
+ * next request, one still sending then is cut off.
+ */
+const linger = (req: IncomingMessage, res: ServerResponse): void => {
+  const socket = res.socket
+  if (socket === null) return
+  req.resume()
+  const timer = setTimeout(() => socket.destroy(), LINGER_MS)
+  const done = () => clearTimeout(timer)
+  req.once("end", done)
+  socket.once("close", done)
 }

@@ -4,8 +4,10 @@ import { HttpRouter } from "effect/http"
 import { createServer, type IncomingMessage, type Server as NodeServer, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import { Config } from "../config/Config.js"
+import { LiveConfig } from "../config/LiveConfig.js"
 import { AdminApi } from "../admin/AdminApi.js"
 import { Gateway } from "../gateway/Gateway.js"
+import { KeyStore } from "../keys/KeyStore.js"
 import { Limits } from "../limits/Limits.js"
 import type { Endpoint } from "../domain/endpoint.js"
 import { Metrics } from "../ops/Metrics.js"
@@ -51,13 +53,15 @@ export const layer = Layer.effect(
   Server,
   Effect.gen(function* () {
     const config = yield* Config
+    const live = yield* LiveConfig
     const gateway = yield* Gateway
     const limits = yield* Limits
     const admin = yield* AdminApi
     const router = yield* HttpRouter.make
     const metrics = yield* Metrics
+    const keys = yield* KeyStore
     yield* router.addAll(
-      makeRoutes(config, { draining: gateway.draining, storeOk: limits.checkStore }, metrics),
+      makeRoutes(live.get, { draining: gateway.draining, storeOk: limits.checkStore }, metrics, keys),
     )
     yield* router.addAll(admin.routes)
     const app = router.asHttpEffect().pipe(Effect.catch(() => notFound))
@@ -85,6 +89,12 @@ export const layer = Layer.effect(
     const telemetry = metrics.telemetry
     server.on("drop", () => telemetry.connectionDropped())
     server.on("clientError", onClientError)
+    // `expect: 100-continue`: the proxy endpoints send the 100 only when they will read the body (a request
+    // refused from its headers gets its answer instead, and its upload is never sent); the rest at once.
+    server.on("checkContinue", (req: IncomingMessage, res: ServerResponse) => {
+      if (proxyEndpoint(req.method, req.url) === undefined) res.writeContinue()
+      handler(req, res)
+    })
     const address = yield* Effect.acquireRelease(
       Effect.callback<AddressInfo, ListenError>((resume) => {
         const onError = (error: Error) => resume(Effect.fail(new ListenError({ message: error.message })))

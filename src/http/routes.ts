@@ -2,6 +2,7 @@ import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { Effect } from "effect"
 import type { TollgateConfig } from "../config/model.js"
 import { makeAuthenticator } from "../gateway/auth.js"
+import type { KeyLookup } from "../keys/KeyStore.js"
 import { pathApi, type ApiFormat } from "../domain/endpoint.js"
 import { EndpointNotFound, RouteNotFound, Unauthenticated } from "../domain/errors.js"
 import { Metrics } from "../ops/Metrics.js"
@@ -35,9 +36,15 @@ const modelObject = (anthropic: boolean, id: string) =>
  * (`anthropic-version` present: Anthropic). A route the key may not use is
  * not found, as it is absent from the list.
  */
-const models = (config: TollgateConfig, telemetry: TelemetryService) => {
-  const authenticate = makeAuthenticator(config)
+const models = (current: () => TollgateConfig, telemetry: TelemetryService, keys: KeyLookup) => {
+  // One authenticator per configuration (a reload makes a new one).
+  let built:
+    | { readonly config: TollgateConfig; readonly authenticate: ReturnType<typeof makeAuthenticator> }
+    | undefined
   return Effect.gen(function* () {
+    const config = current()
+    if (built?.config !== config) built = { config, authenticate: makeAuthenticator(config, keys) }
+    const authenticate = built.authenticate
     const request = yield* HttpServerRequest.HttpServerRequest
     const anthropic = request.headers["anthropic-version"] !== undefined
     const principal = authenticate(request.headers)
@@ -97,9 +104,12 @@ export interface Readiness {
 
 /** The routes of the non-proxy endpoints (the admin API adds its own, src/admin). */
 export const makeRoutes = (
-  config: TollgateConfig,
+  /** The running configuration (it changes on reload). */
+  config: () => TollgateConfig,
   readiness: Readiness,
   metricsService: Metrics["Service"],
+  /** The runtime keys (`src/keys/KeyStore.ts`): they may list models too. */
+  keys: KeyLookup,
 ) => [
   HttpRouter.route("GET", "/healthz", HttpServerResponse.jsonUnsafe({ status: "ok" })),
   HttpRouter.route(
@@ -113,8 +123,8 @@ export const makeRoutes = (
           ),
     ),
   ),
-  HttpRouter.route("GET", "/v1/models", models(config, metricsService.telemetry)),
-  HttpRouter.route("GET", "/v1/models/:route", models(config, metricsService.telemetry)),
+  HttpRouter.route("GET", "/v1/models", models(config, metricsService.telemetry, keys)),
+  HttpRouter.route("GET", "/v1/models/:route", models(config, metricsService.telemetry, keys)),
   HttpRouter.route("GET", "/metrics", metrics(metricsService)),
 ]
 

@@ -1,5 +1,5 @@
 import { Clock, Context, Effect, Layer } from "effect"
-import { Config } from "../config/Config.js"
+import { LiveConfig } from "../config/LiveConfig.js"
 import type { BudgetConfig, TenantConfig } from "../config/model.js"
 import type { Endpoint } from "../domain/endpoint.js"
 import { BudgetExceeded, RateLimited, StoreUnavailable } from "../domain/errors.js"
@@ -152,8 +152,10 @@ export const make = (
   store: StoreService,
   now: () => number,
   telemetry: TelemetryService = noopTelemetry,
-  maxSessions: number = DEFAULT_MAX_SESSIONS,
+  maxSessions: number | (() => number) = DEFAULT_MAX_SESSIONS,
 ): Limits["Service"] => {
+  // A reload may change the cap (ADR 0052): read it when used.
+  const maxSessionsNow = typeof maxSessions === "function" ? maxSessions : () => maxSessions
   const local = makeMemoryStore()
   let localUntil = 0
   /** False from a store error until the next store operation succeeds (what /readyz reports). */
@@ -185,7 +187,7 @@ export const make = (
           reserve: 0,
           month: undefined,
           session: undefined,
-          maxSessions,
+          maxSessions: maxSessionsNow(),
         })
         .pipe(Effect.orDie)
       return { via: "local" as const, result }
@@ -194,11 +196,21 @@ export const make = (
   const gate = makeGate(now)
 
   /** What the gate keeps of a store's refusal (ADR 0049). */
-  const learn = (tenant: TenantConfig, refused: Refused, error: RateLimited | BudgetExceeded): void => {
-    if (refused.monthSpend !== undefined) gate.learnMonthSpend(tenant, monthOf(now()), refused.monthSpend)
+  const learn = (
+    tenant: TenantConfig,
+    refused: Refused,
+    error: RateLimited | BudgetExceeded,
+    t: number,
+  ): void => {
+    // The month and the window as the store read them at `t`, not when the answer arrived.
+    if (refused.monthSpend !== undefined) gate.learnMonthSpend(tenant, monthOf(t), refused.monthSpend)
     if (refused.reason === "requests" && error._tag === "RateLimited") {
       // A millisecond early rather than late: the store, not the gate, refuses at the boundary.
-      gate.learnRequestLimit(tenant, error, Math.max(0, Math.floor(retryAfterMs(refused.requests!, 1)) - 1))
+      gate.learnRequestLimit(
+        tenant,
+        error,
+        t + Math.max(0, Math.floor(retryAfterMs(refused.requests!, 1)) - 1),
+      )
     }
   }
 
@@ -207,10 +219,11 @@ export const make = (
     input: AdmissionInput,
     via: "store" | "local",
     result: Admitted | Refused,
+    t: number,
   ): Effect.Effect<Admission, RateLimited | BudgetExceeded> => {
     if (result._tag === "Refused") {
       const error = refusal(result, input)
-      if (via === "store") learn(input.tenant, result, error)
+      if (via === "store") learn(input.tenant, result, error, t)
       return Effect.fail(error)
     }
     if (via === "store") gate.learnMonthSpend(input.tenant, result.month, result.monthSpend)
@@ -242,7 +255,7 @@ export const make = (
   const fallBackToLocal = (input: AdmissionInput, t: number, message: string) =>
     Effect.andThen(
       markDown(message),
-      Effect.flatMap(admitLocal(input, t), (outcome) => conclude(input, "local", outcome.result)),
+      Effect.flatMap(admitLocal(input, t), (outcome) => conclude(input, "local", outcome.result, t)),
     )
 
   // Plain combinators rather than a generator: this runs once per request, and each generator step is a few
@@ -253,7 +266,7 @@ export const make = (
     Effect.suspend(() => {
       const t = now()
       if (t < localUntil)
-        return Effect.flatMap(admitLocal(input, t), (outcome) => conclude(input, "local", outcome.result))
+        return Effect.flatMap(admitLocal(input, t), (outcome) => conclude(input, "local", outcome.result, t))
       const tenant = input.tenant
       return Effect.matchEffect(
         store.admit({
@@ -269,13 +282,13 @@ export const make = (
             input.sessionId === undefined || requestLimitOnly(input)
               ? undefined
               : { id: input.sessionId, budget: check(tenant.budgets.session) },
-          maxSessions,
+          maxSessions: maxSessionsNow(),
         }),
         {
           onFailure: (error) => fallBackToLocal(input, t, error.message),
           onSuccess: (result) => {
             healthy = true
-            return conclude(input, "store", result)
+            return conclude(input, "store", result, t)
           },
         },
       )
@@ -390,7 +403,12 @@ export const layer = Layer.effect(
     const store = yield* Store
     const clock = yield* Clock.Clock
     const telemetry = yield* Telemetry
-    const config = yield* Config
-    return make(store, () => clock.currentTimeMillisUnsafe(), telemetry, config.sessions.maxPerTenant)
+    const live = yield* LiveConfig
+    return make(
+      store,
+      () => clock.currentTimeMillisUnsafe(),
+      telemetry,
+      () => live.get().sessions.maxPerTenant,
+    )
   }),
 )

@@ -26,8 +26,8 @@ export interface Gate {
   /** Refuses the request, or counts it in flight (`leave` ends that). */
   readonly enter: (tenant: TenantConfig, endpoint: Endpoint) => RateLimited | BudgetExceeded | undefined
   readonly leave: (tenant: TenantConfig) => void
-  /** The store refused a request of `tenant` for its request limit; it admits one more in `waitMs`. */
-  readonly learnRequestLimit: (tenant: TenantConfig, refusal: RateLimited, waitMs: number) => void
+  /** The store refused a request of `tenant` for its request limit; it admits one more at `untilMs` (epoch ms). */
+  readonly learnRequestLimit: (tenant: TenantConfig, refusal: RateLimited, untilMs: number) => void
   /** The tenant's settled spend of `month`, as the store last reported it (micro-USD). */
   readonly learnMonthSpend: (tenant: TenantConfig, month: string, spend: number) => void
   /** Requests in flight on this copy, for `tenant`. */
@@ -95,17 +95,18 @@ export const makeGate = (now: () => number): Gate => {
       const gate = tenants.get(tenant.name)
       if (gate !== undefined && gate.inFlight > 0) gate.inFlight--
     },
-    learnRequestLimit: (tenant, refusal, waitMs) => {
+    learnRequestLimit: (tenant, refusal, untilMs) => {
       const gate = of(tenant.name)
-      gate.requestsUntil = now() + waitMs
+      gate.requestsUntil = untilMs
       gate.requestsRefusal = refusal
     },
     learnMonthSpend: (tenant, month, spend) => {
       const gate = of(tenant.name)
-      if (month !== gate.month) {
+      // A later month replaces what is known; an answer about an earlier month changes nothing.
+      if (month > gate.month) {
         gate.month = month
         gate.monthSpend = spend
-      } else if (spend > gate.monthSpend) gate.monthSpend = spend
+      } else if (month === gate.month && spend > gate.monthSpend) gate.monthSpend = spend
     },
     inFlight: (tenant) => tenants.get(tenant)?.inFlight ?? 0,
   }

@@ -1,8 +1,8 @@
 import { Clock, Context, Effect, Layer } from "effect"
 import { collectDefaultMetrics, Registry } from "prom-client"
-import { Config } from "../config/Config.js"
+import { LiveConfig } from "../config/LiveConfig.js"
 import { Breakers, type BreakerView } from "../reliability/Breakers.js"
-import { cache1, cache2, cache3, CounterCells, type CounterCell } from "./cells.js"
+import { cache1, cache2, cache3, cache4, CounterCells, type CounterCell } from "./cells.js"
 import { BREAKER_STATE_VALUE, makeInstruments } from "./instruments.js"
 import { Deadlines } from "../reliability/Deadlines.js"
 import { OpenRequests, type OverspendBound } from "./OpenRequests.js"
@@ -27,7 +27,8 @@ export class Metrics extends Context.Service<Metrics, MetricsService>()("tollgat
 /** What the metrics read at scrape time. */
 export interface MetricsDeps {
   /** Configured tenant names: their counters show up at 0 before their first request. */
-  readonly tenants: ReadonlyArray<string>
+  /** The configured tenants, now (a reload may change them). */
+  readonly tenants: () => ReadonlyArray<string>
   readonly breakers: () => ReadonlyArray<BreakerView>
   readonly overspend: (tenant: string) => OverspendBound
   /** Current epoch ms (the clock the request path uses for `startMs`). */
@@ -47,9 +48,13 @@ const processMetrics = (): Registry => {
   return processRegistry
 }
 
-interface TenantCells {
+/** Spend and tokens of one tenant, route and upstream model. */
+interface UsageCells {
   readonly spend: CounterCell
   readonly tokens: readonly [CounterCell, CounterCell, CounterCell, CounterCell]
+}
+
+interface TenantCells {
   readonly rateLimited: CounterCell
   readonly budgetRefused: CounterCell
   readonly cutoff: CounterCell
@@ -76,10 +81,33 @@ export const make = (deps: MetricsDeps): MetricsService => {
     authFailures: new CounterCells(m.authFailures),
     buffersFull: new CounterCells(m.buffersFull),
     connectionsDropped: new CounterCells(m.connectionsDropped),
+    unpriced: new CounterCells(m.unpriced),
+    configReloads: new CounterCells(m.configReloads),
   }
-  const requestCell = cache3((route: string, provider: string, status: number) =>
-    counters.requests.add({ route, provider, status: String(status) }),
+  // Every label value below comes from the config (tenants, routes, targets) or is a status
+  // code: never a string a client sent (an unknown route is "").
+  const requestCell = cache4((tenant: string, route: string, provider: string, status: number) =>
+    counters.requests.add({ tenant, route, provider, status: String(status) }),
   )
+  const durationCell = cache2((route: string, status: number) =>
+    m.requestDuration.add({ route, status: String(status) }),
+  )
+  const usageCells = cache3((tenant: string, route: string, model: string): UsageCells => ({
+    spend: counters.spend.add({ tenant, route, model }),
+    tokens: [
+      counters.tokens.add({ tenant, route, model, kind: "input" }),
+      counters.tokens.add({ tenant, route, model, kind: "output" }),
+      counters.tokens.add({ tenant, route, model, kind: "cache_read" }),
+      counters.tokens.add({ tenant, route, model, kind: "cache_write" }),
+    ],
+  }))
+  const unpricedCell = cache3((route: string, provider: string, model: string) =>
+    counters.unpriced.add({ route, provider, model }),
+  )
+  const reloads = {
+    ok: counters.configReloads.add({ result: "ok" }),
+    error: counters.configReloads.add({ result: "error" }),
+  }
   const attemptCell = cache3((provider: string, model: string, result: AttemptResult) =>
     counters.attempts.add({ provider, model, result }),
   )
@@ -92,31 +120,29 @@ export const make = (deps: MetricsDeps): MetricsService => {
   const authFailures = counters.authFailures.add({})
   const connectionsDropped = counters.connectionsDropped.add({})
   const tenantCells = cache1((tenant: string): TenantCells => ({
-    spend: counters.spend.add({ tenant }),
-    tokens: [
-      counters.tokens.add({ tenant, kind: "input" }),
-      counters.tokens.add({ tenant, kind: "output" }),
-      counters.tokens.add({ tenant, kind: "cache_read" }),
-      counters.tokens.add({ tenant, kind: "cache_write" }),
-    ],
     rateLimited: counters.rateLimitRefusals.add({ tenant }),
     budgetRefused: counters.budgetRefusals.add({ tenant }),
     cutoff: counters.budgetCutoffs.add({ tenant }),
     sessionsEvicted: counters.sessionsEvicted.add({ tenant }),
     buffersFull: counters.buffersFull.add({ tenant }),
   }))
-  for (const tenant of deps.tenants) tenantCells(tenant)
+  for (const tenant of deps.tenants()) tenantCells(tenant)
   let openStreams = 0
   let bodyBytes = 0
 
-  const requestDone = ({ record, route, committed, overheadMs }: RequestDone): void => {
-    requestCell(route, record.provider ?? "", record.status).inc()
+  const requestDone = ({ record, route, committed, overheadMs, unpriced }: RequestDone): void => {
+    const provider = record.provider ?? ""
+    const model = record.model ?? ""
+    requestCell(record.tenant, route, provider, record.status).inc()
+    durationCell(route, record.status).observe(record.duration_ms / 1000)
+    const usage = usageCells(record.tenant, route, model)
+    usage.spend.inc(record.cost_micro_usd)
+    usage.tokens[0].inc(record.input_tokens)
+    usage.tokens[1].inc(record.output_tokens)
+    usage.tokens[2].inc(record.cache_read_tokens)
+    usage.tokens[3].inc(record.cache_write_tokens)
+    if (unpriced) unpricedCell(route, provider, model).inc()
     const tenant = tenantCells(record.tenant)
-    tenant.spend.inc(record.cost_micro_usd)
-    tenant.tokens[0].inc(record.input_tokens)
-    tenant.tokens[1].inc(record.output_tokens)
-    tenant.tokens[2].inc(record.cache_read_tokens)
-    tenant.tokens[3].inc(record.cache_write_tokens)
     // Refusals are answered before any upstream byte (402/429); the stream cutoff ends a committed 200.
     if (record.error === "rate_limited") tenant.rateLimited.inc()
     else if (record.error === "buffers_full") tenant.buffersFull.inc()
@@ -148,6 +174,8 @@ export const make = (deps: MetricsDeps): MetricsService => {
     streamClosed: () => {
       openStreams--
     },
+    unpriced: (route, provider, model) => unpricedCell(route, provider, model).inc(),
+    configReloaded: (result) => reloads[result].inc(),
   }
 
   /** Moves the counted cells into prom-client and reads the scrape-time gauges. */
@@ -173,7 +201,7 @@ export const make = (deps: MetricsDeps): MetricsService => {
     }
     m.cooldowns.set(cooling)
     m.tenantBreakersOpen.set(tenantsOpen)
-    for (const tenant of deps.tenants) {
+    for (const tenant of deps.tenants()) {
       const bound = deps.overspend(tenant)
       m.openRequests.set({ tenant }, bound.open)
       m.overspendBound.set({ tenant }, bound.microUsd)
@@ -190,23 +218,24 @@ export const make = (deps: MetricsDeps): MetricsService => {
 }
 
 /** The metrics of one gateway; needs the config (tenants), the breakers and the open requests. */
-export const layer: Layer.Layer<Metrics, never, Config | Breakers | OpenRequests | Deadlines> = Layer.effect(
-  Metrics,
-  Effect.gen(function* () {
-    const config = yield* Config
-    const breakers = yield* Breakers
-    const openRequests = yield* OpenRequests
-    const deadlines = yield* Deadlines
-    const clock = yield* Clock.Clock
-    return make({
-      tenants: [...config.tenants.keys()],
-      breakers: breakers.view,
-      overspend: openRequests.bound,
-      now: () => clock.currentTimeMillisUnsafe(),
-      relayBuffered: deadlines.bufferedBytes,
-    })
-  }),
-)
+export const layer: Layer.Layer<Metrics, never, LiveConfig | Breakers | OpenRequests | Deadlines> =
+  Layer.effect(
+    Metrics,
+    Effect.gen(function* () {
+      const live = yield* LiveConfig
+      const breakers = yield* Breakers
+      const openRequests = yield* OpenRequests
+      const deadlines = yield* Deadlines
+      const clock = yield* Clock.Clock
+      return make({
+        tenants: () => [...live.get().tenants.keys()],
+        breakers: breakers.view,
+        overspend: openRequests.bound,
+        now: () => clock.currentTimeMillisUnsafe(),
+        relayBuffered: deadlines.bufferedBytes,
+      })
+    }),
+  )
 
 /** `Telemetry` that feeds the metrics (what `appLayer` provides unless a test overrides it). */
 export const layerTelemetry: Layer.Layer<Telemetry, never, Metrics> = Layer.effect(

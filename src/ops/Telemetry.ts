@@ -10,6 +10,8 @@ export interface RequestDone {
   readonly committed: boolean
   /** Tollgate's own time until the commit (or the end when nothing was relayed), upstream waits left out, ms. */
   readonly overheadMs: number
+  /** A 2xx served by a target that has no price in the price table: its cost was recorded as 0. */
+  readonly unpriced: boolean
 }
 
 /** How one upstream attempt ended, for metrics. */
@@ -42,6 +44,13 @@ export interface TelemetryService {
   /** An event stream was committed to a client / ended. */
   readonly streamOpened: () => void
   readonly streamClosed: () => void
+  /**
+   * A request was served by a target without a price (cost recorded as 0). `requestDone` counts
+   * this itself when its `unpriced` is set; route, provider and model come from the config.
+   */
+  readonly unpriced: (route: string, provider: string, model: string) => void
+  /** A config reload (SIGHUP, `POST /admin/reload`) was applied (`ok`) or refused (`error`). */
+  readonly configReloaded: (result: "ok" | "error") => void
 }
 
 export class Telemetry extends Context.Service<Telemetry, TelemetryService>()("tollgate/ops/Telemetry") {}
@@ -61,4 +70,6 @@ export const noopTelemetry: TelemetryService = {
   bodyBytes: noop,
   streamOpened: noop,
   streamClosed: noop,
+  unpriced: noop,
+  configReloaded: noop,
 }

@@ -203,3 +203,19 @@ export const cache3 = <A, B, C, R>(make: (a: A, b: B, c: C) => R): ((a: A, b: B,
       )
     )(b, c)
 }
+
+/** `make(a, b, c, d)`, computed once per distinct quadruple (nested Maps, no key string). */
+export const cache4 = <A, B, C, D, R>(
+  make: (a: A, b: B, c: C, d: D) => R,
+): ((a: A, b: B, c: C, d: D) => R) => {
+  const map = new Map<A, (b: B, c: C, d: D) => R>()
+  return (a, b, c, d) =>
+    (
+      map.get(a) ??
+      remember(
+        map,
+        a,
+        cache3((b: B, c: C, d: D) => make(a, b, c, d)),
+      )
+    )(b, c, d)
+}

@@ -13,6 +13,11 @@ export const UPSTREAM_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 1
 /** Tollgate-added latency buckets, seconds (the clock has 1 ms resolution, so 0 lands in the first). */
 export const OVERHEAD_BUCKETS = [0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1]
 
+/** End-to-end request duration buckets, seconds: refusals take milliseconds, long streams up to `timeouts.total` (600 s). */
+export const REQUEST_BUCKETS = [
+  0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600,
+]
+
 /** The numeric value of `tollgate_breaker_state`. */
 export const BREAKER_STATE_VALUE = { closed: 0, half_open: 1, open: 2 } as const
 
@@ -24,8 +29,8 @@ export const makeInstruments = (registry: Registry) => {
   return {
     requests: new Counter({
       name: "tollgate_requests_total",
-      help: "Authenticated proxy requests, by route, serving provider and the status sent to the client.",
-      labelNames: ["route", "provider", "status"] as const,
+      help: "Authenticated proxy requests, by tenant, route, serving provider and the status sent to the client.",
+      labelNames: ["tenant", "route", "provider", "status"] as const,
       registers,
     }),
     attempts: new Counter({
@@ -65,14 +70,26 @@ export const makeInstruments = (registry: Registry) => {
     }),
     spend: new Counter({
       name: "tollgate_spend_micro_usd_total",
-      help: "Charged cost in micro-USD (1 USD = 1,000,000), as in the usage records.",
-      labelNames: ["tenant"] as const,
+      help: "Charged cost in micro-USD (1 USD = 1,000,000), as in the usage records, by tenant, route and upstream model.",
+      labelNames: ["tenant", "route", "model"] as const,
       registers,
     }),
     tokens: new Counter({
       name: "tollgate_tokens_total",
-      help: "Tokens metered, as in the usage records, by tenant and kind.",
-      labelNames: ["tenant", "kind"] as const,
+      help: "Tokens metered, as in the usage records, by tenant, route, upstream model and kind.",
+      labelNames: ["tenant", "route", "model", "kind"] as const,
+      registers,
+    }),
+    unpriced: new Counter({
+      name: "tollgate_unpriced_requests_total",
+      help: "Requests served (2xx) by a target with no price in the price table: their cost was recorded as 0.",
+      labelNames: ["route", "provider", "model"] as const,
+      registers,
+    }),
+    configReloads: new Counter({
+      name: "tollgate_config_reloads_total",
+      help: "Config reloads (SIGHUP, POST /admin/reload): applied (ok) or refused as invalid (error).",
+      labelNames: ["result"] as const,
       registers,
     }),
     authFailures: new Counter({
@@ -107,6 +124,12 @@ export const makeInstruments = (registry: Registry) => {
       "tollgate_upstream_latency_seconds",
       "Time from sending an attempt to its response (status for errors, first content for 2xx).",
       UPSTREAM_BUCKETS,
+      registers,
+    ),
+    requestDuration: new CellHistogram<"route" | "status">(
+      "tollgate_request_duration_seconds",
+      "Time from a request's arrival to its end (a stream's last event), as duration_ms in its usage record.",
+      REQUEST_BUCKETS,
       registers,
     ),
     overhead: new CellHistogram<never>(

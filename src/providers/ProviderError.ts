@@ -17,6 +17,12 @@ import { Schema } from "effect"
  *   arrived: connection refused or reset, DNS or TLS failure.
  * - `BodyFailed`: the response body broke off after the head (a reset, or
  *   the provider closed the connection mid-body).
+ *
+ * For `ConnectTimeout`, `ConnectionFailed` and `BodyFailed` the message is
+ * the low-level cause (`connect ECONNREFUSED 127.0.0.1:9`, `getaddrinfo
+ * ENOTFOUND api.example.com`, `DEPTH_ZERO_SELF_SIGNED_CERT: self-signed
+ * certificate`, `connect timeout after 5000 ms (host:443)`): at most 200
+ * characters, never a header or a key.
  */
 export const ProviderErrorReason = Schema.Literals([
   "MissingCredentials",

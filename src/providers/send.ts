@@ -13,7 +13,13 @@ import { estimateInputTokens } from "../domain/estimate.js"
 import { makeBodyUsage, type BodyUsage, type UsageBasis } from "./bodyUsage.js"
 import type { ProviderClient, ProviderResponse, SendRequest } from "./ProviderClient.js"
 import { ProviderError } from "./ProviderError.js"
-import { isConnectTimeout, UpstreamCall, type BodyReader, type UpstreamError } from "./transport.js"
+import {
+  describeUpstreamError,
+  isConnectTimeout,
+  UpstreamCall,
+  type BodyReader,
+  type UpstreamError,
+} from "./transport.js"
 
 type Client = Omit<ProviderClient["Service"], "send">
 
@@ -104,18 +110,13 @@ const prepare = (client: Client, request: SendRequest): Prepared | ProviderError
   }
 }
 
-const failureOf = (provider: string, error: UpstreamError): ProviderError =>
-  isConnectTimeout(error)
-    ? new ProviderError({
-        reason: "ConnectTimeout",
-        provider,
-        message: "no connection within the connect timeout",
-      })
-    : new ProviderError({
-        reason: "ConnectionFailed",
-        provider,
-        message: error.code === undefined ? error.message : `${error.code}: ${error.message}`,
-      })
+/** The failure of a request before its response head; the message is the low-level cause (`describeUpstreamError`). */
+const failureOf = (provider: string, error: UpstreamError, connectMs: number): ProviderError =>
+  new ProviderError({
+    reason: isConnectTimeout(error) ? "ConnectTimeout" : "ConnectionFailed",
+    provider,
+    message: describeUpstreamError(error, connectMs),
+  })
 
 const bodyFailed = (provider: string, message: string) =>
   new ProviderError({ reason: "BodyFailed", provider, message })
@@ -156,10 +157,7 @@ const responseBody = (call: UpstreamCall, provider: string, meter: BodyUsage, se
         resume(Cause.done())
       },
       onError: (error) => {
-        failure = bodyFailed(
-          provider,
-          error.code === undefined ? error.message : `${error.code}: ${error.message}`,
-        )
+        failure = bodyFailed(provider, describeUpstreamError(error))
         waiting = undefined
         settle()
         resume(Effect.fail(failure))
@@ -223,7 +221,7 @@ export const makeSend = (client: Client, connectMs: number) =>
           c.pause()
           resume(Effect.succeed(c))
         },
-        (error) => resume(Effect.fail(failureOf(client.name, error))),
+        (error) => resume(Effect.fail(failureOf(client.name, error, connectMs))),
       )
       try {
         client.dispatch(upstream, call, connectMs)

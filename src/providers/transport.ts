@@ -72,6 +72,74 @@ export type UpstreamError = Error & { readonly code?: string }
 /** The failure is the connect timeout running out (every other failure before the head is a failed connection). */
 export const isConnectTimeout = (error: UpstreamError): boolean => error.code === "UND_ERR_CONNECT_TIMEOUT"
 
+/** Longest text `describeUpstreamError` returns, characters. */
+export const MAX_CAUSE_LENGTH = 200
+
+/** `scheme://user:password@` → `scheme://`: the userinfo of any URL in a text. */
+const USERINFO = /\b([a-z][a-z0-9+.-]*:\/\/)[^\s/?#@]*@/gi
+
+/** Control characters (a message is one line of a log). */
+const CONTROL = /[\u0000-\u001f\u007f]+/g
+
+/** `text` on one line, without URL userinfo, at most `MAX_CAUSE_LENGTH` characters. */
+export const boundedCause = (text: string): string => {
+  const clean = text.replace(USERINFO, "$1").replace(CONTROL, " ").trim()
+  return clean.length <= MAX_CAUSE_LENGTH ? clean : `${clean.slice(0, MAX_CAUSE_LENGTH - 1)}…`
+}
+
+type ErrorFields = Error & {
+  readonly code?: unknown
+  readonly errors?: unknown
+  readonly socket?: { readonly remoteAddress?: unknown; readonly remotePort?: unknown } | null
+}
+
+/** The innermost error of `error`'s `cause` chain (a wrapper such as fetch's `fetch failed` says less). */
+const rootError = (error: Error): ErrorFields => {
+  let current: Error = error
+  for (let depth = 0; depth < 5 && current.cause instanceof Error; depth++) current = current.cause
+  return current
+}
+
+/** An error's own text: its message (the messages of an `AggregateError`'s errors when it has none). */
+const messageOf = (error: ErrorFields): string => {
+  if (error.message !== "") return error.message
+  if (Array.isArray(error.errors)) {
+    const messages = [
+      ...new Set(error.errors.map((e: unknown) => (e instanceof Error ? e.message : "")).filter(Boolean)),
+    ]
+    if (messages.length > 0) return messages.join("; ")
+  }
+  return error.name
+}
+
+/**
+ * The low-level cause of an upstream request that failed, for the 502's
+ * `targets[].cause` and the log: the system error's own message
+ * (`connect ECONNREFUSED 127.0.0.1:9`, `getaddrinfo ENOTFOUND api.example.com`),
+ * a TLS or undici error's code and message
+ * (`DEPTH_ZERO_SELF_SIGNED_CERT: self-signed certificate`), a closed socket's
+ * peer, `connect timeout after 5000 ms (host:port)` (`connectMs`, the
+ * timeout in force). Built only from the error's message, code and peer
+ * address — never from the request (no headers, no keys) — with any URL
+ * userinfo removed, on one line, at most `MAX_CAUSE_LENGTH` characters.
+ */
+export const describeUpstreamError = (error: UpstreamError, connectMs?: number): string => {
+  if (isConnectTimeout(error)) {
+    const address = /attempted address: ([^,)\s]+)/.exec(error.message)?.[1]
+    const after = connectMs === undefined ? "" : ` after ${connectMs} ms`
+    return boundedCause(`connect timeout${after}${address === undefined ? "" : ` (${address})`}`)
+  }
+  const root = rootError(error)
+  const message = messageOf(root)
+  const code = typeof root.code === "string" ? root.code : undefined
+  let text = code === undefined || message.includes(code) ? message : `${code}: ${message}`
+  const socket = root.socket
+  if (code === "UND_ERR_SOCKET" && typeof socket?.remoteAddress === "string") {
+    text += ` (${socket.remoteAddress}${typeof socket.remotePort === "number" ? `:${socket.remotePort}` : ""})`
+  }
+  return boundedCause(text)
+}
+
 /** What reads an upstream body: the attempt's prelude reader, then the relay; or `send`'s body stream. */
 export interface BodyReader {
   readonly onData: (chunk: Buffer) => void

@@ -1,5 +1,5 @@
 import { Clock, Context, Effect, Layer } from "effect"
-import { Config } from "../config/Config.js"
+import { LiveConfig } from "../config/LiveConfig.js"
 import type { BreakerConfig } from "../config/model.js"
 import { MAX_RETRY_AFTER_MS } from "./rules.js"
 import { BUCKETS, BUCKET_MS, Window } from "./Window.js"
@@ -117,10 +117,15 @@ const tenantKey = (tenant: string, key: string): string => `${tenant}\u0000${key
  * everyone's. Plain synchronous methods over state kept in memory; time
  * from the layer's `Clock`.
  */
-export const makeBreakers = (config: BreakerConfig, now: () => number, tenants: number) => {
-  const perTenant = tenants > 1
-  /** Distinct tenants whose failures the shared breaker needs in its window before it opens. */
-  const distinctTenants = Math.min(2, tenants)
+export const makeBreakers = (
+  settings: BreakerConfig | (() => BreakerConfig),
+  now: () => number,
+  tenantCount: number | (() => number),
+) => {
+  // A reload may change both (ADR 0052): read them when used.
+  const settingsNow = typeof settings === "function" ? settings : () => settings
+  const tenantsNow = typeof tenantCount === "function" ? tenantCount : () => tenantCount
+  const perTenantNow = () => tenantsNow() > 1
   const breakers = new Map<string, Breaker>()
   /** The tenants' own breakers, by `tenantKey`. */
   const owned = new Map<string, Breaker>()
@@ -153,7 +158,7 @@ export const makeBreakers = (config: BreakerConfig, now: () => number, tenants: 
   const check = (breaker: Breaker, t: number): Blocked | boolean => {
     if (breaker.state === "open") {
       if (t < breaker.openUntil) return { _tag: "Blocked", until: breaker.openUntil, reason: "breaker_open" }
-      breaker.transition("half_open", t, config.openForMs)
+      breaker.transition("half_open", t, settingsNow().openForMs)
     }
     if (breaker.state === "half_open") {
       if (breaker.testing) return { _tag: "Blocked", until: t + TESTING_RETRY_MS, reason: "breaker_testing" }
@@ -172,7 +177,7 @@ export const makeBreakers = (config: BreakerConfig, now: () => number, tenants: 
     const probe = check(breaker, t)
     if (typeof probe !== "boolean") return probe
     let own: TenantPermit | undefined
-    if (perTenant) {
+    if (perTenantNow()) {
       const mine = getOwn(breaker, key, tenant)
       const ownProbe = check(mine.breaker, t)
       // Blocked by its own breaker: the shared test slot stays free for another tenant.
@@ -201,8 +206,8 @@ export const makeBreakers = (config: BreakerConfig, now: () => number, tenants: 
     if (breaker.state === "half_open") {
       // Only the test is permitted under a half-open generation; whoever ran it, its result decides.
       if (!probe) return
-      if (outcome === "success") breaker.transition("closed", t, config.openForMs)
-      else if (outcome === "failure") breaker.transition("open", t, config.openForMs)
+      if (outcome === "success") breaker.transition("closed", t, settingsNow().openForMs)
+      else if (outcome === "failure") breaker.transition("open", t, settingsNow().openForMs)
       else breaker.testing = false
       return
     }
@@ -211,41 +216,62 @@ export const makeBreakers = (config: BreakerConfig, now: () => number, tenants: 
     const failures = breaker.window.sum(t, FAILURES)
     const total = failures + breaker.window.sum(t, SUCCESSES)
     // failures / total, not ratio × total: 0.28 × 25 is 7.000000000000001, so 7 of 25 would not open.
+    const config = settingsNow()
     if (total >= config.minRequests && failures / total >= config.failureRatio && opens(breaker, t)) {
-      breaker.transition("open", t, config.openForMs)
+      breaker.transition("open", t, settingsNow().openForMs)
     }
   }
 
   const always = () => true
 
-  /** A shared breaker meeting the ratio rule opens only when enough distinct tenants failed in its window. */
+  /** The failed share of the attempts a breaker's window counts now (0 when none). */
+  const ratioOf = (breaker: Breaker, t: number): number => {
+    const failures = breaker.window.sum(t, FAILURES)
+    const total = failures + breaker.window.sum(t, SUCCESSES)
+    return total === 0 ? 0 : failures / total
+  }
+
+  /**
+   * A shared breaker meeting the ratio rule opens only when enough distinct
+   * tenants are failing in its window — each at the breaker's failure ratio
+   * on its own attempts (its own breaker's window), so one tenant's burst of
+   * failures plus another's chance failure among successes is not enough.
+   */
   const enoughTenants = (breaker: Breaker, t: number): boolean => {
-    if (!perTenant) return true
+    if (!perTenantNow()) return true
+    const needed = Math.min(2, tenantsNow())
+    const ratio = settingsNow().failureRatio
+    const key = breakerKey(breaker.provider, breaker.model)
     let failing = 0
     for (const [tenant, at] of breaker.failedAt) {
-      if (inWindow(at, t)) failing++
-      else breaker.failedAt.delete(tenant)
+      if (!inWindow(at, t)) {
+        breaker.failedAt.delete(tenant)
+        continue
+      }
+      const own = owned.get(tenantKey(tenant, key))
+      if (own === undefined || ratioOf(own, t) >= ratio) failing++
     }
-    return failing >= distinctTenants
+    return failing >= needed
   }
 
   const record = (permit: Permit, outcome: Outcome): void => {
     const t = now()
-    const breaker = breakers.get(permit.key)
-    if (breaker !== undefined) {
-      if (
-        perTenant &&
-        outcome === "failure" &&
-        breaker.state === "closed" &&
-        breaker.generation === permit.generation
-      )
-        breaker.failedAt.set(permit.tenant, t)
-      feed(breaker, permit.generation, permit.probe, outcome, t, enoughTenants)
-    }
+    // The tenant's own breaker first: the shared one reads its window.
     const own = permit.own
-    if (own === undefined) return
-    const mine = owned.get(own.key)
-    if (mine !== undefined) feed(mine, own.generation, own.probe, outcome, t, always)
+    if (own !== undefined) {
+      const mine = owned.get(own.key)
+      if (mine !== undefined) feed(mine, own.generation, own.probe, outcome, t, always)
+    }
+    const breaker = breakers.get(permit.key)
+    if (breaker === undefined) return
+    if (
+      perTenantNow() &&
+      outcome === "failure" &&
+      breaker.state === "closed" &&
+      breaker.generation === permit.generation
+    )
+      breaker.failedAt.set(permit.tenant, t)
+    feed(breaker, permit.generation, permit.probe, outcome, t, enoughTenants)
   }
 
   /** Skips the target until `untilMs` (capped at 10 minutes from now); a shorter cooldown never shortens a longer one. */
@@ -289,8 +315,12 @@ export class Breakers extends Context.Service<Breakers, ReturnType<typeof makeBr
 export const layer = Layer.effect(
   Breakers,
   Effect.gen(function* () {
-    const config = yield* Config
+    const live = yield* LiveConfig
     const clock = yield* Clock.Clock
-    return makeBreakers(config.breaker, () => clock.currentTimeMillisUnsafe(), config.tenants.size)
+    return makeBreakers(
+      () => live.get().breaker,
+      () => clock.currentTimeMillisUnsafe(),
+      () => live.get().tenants.size,
+    )
   }),
 )

@@ -1,5 +1,5 @@
 import { Clock, Context, Effect, Layer } from "effect"
-import { Config } from "../config/Config.js"
+import { LiveConfig } from "../config/LiveConfig.js"
 import { Window } from "./Window.js"
 
 /** Extra attempts the budget always permits in the recent minute, whatever the traffic. */
@@ -27,11 +27,16 @@ export class RetryBudget extends Context.Service<
 >()("tollgate/reliability/RetryBudget") {}
 
 /** The budget arithmetic, for a given ratio; `now` in epoch ms. */
-export const makeRetryBudget = (ratio: number, now: () => number): RetryBudget["Service"] => {
+export const makeRetryBudget = (
+  ratio: number | (() => number),
+  now: () => number,
+): RetryBudget["Service"] => {
   const window = new Window(2)
+  // A reload may change the ratio (ADR 0052): read it when used.
+  const ratioNow = typeof ratio === "function" ? ratio : () => ratio
   // Whole attempts; the 1e-6 absorbs float error (0.57 × 200 is 113.99999999999999, not 114).
   const allowed = (t: number) =>
-    RETRY_BUDGET_FLOOR + Math.floor(ratio * window.sum(t, REQUESTS) + 1e-6) - window.sum(t, EXTRA)
+    RETRY_BUDGET_FLOOR + Math.floor(ratioNow() * window.sum(t, REQUESTS) + 1e-6) - window.sum(t, EXTRA)
   return {
     recordRequest: () => window.add(now(), REQUESTS),
     tryConsume: () => {
@@ -47,8 +52,11 @@ export const makeRetryBudget = (ratio: number, now: () => number): RetryBudget["
 export const layer = Layer.effect(
   RetryBudget,
   Effect.gen(function* () {
-    const config = yield* Config
+    const live = yield* LiveConfig
     const clock = yield* Clock.Clock
-    return makeRetryBudget(config.retry.budgetRatio, () => clock.currentTimeMillisUnsafe())
+    return makeRetryBudget(
+      () => live.get().retry.budgetRatio,
+      () => clock.currentTimeMillisUnsafe(),
+    )
   }),
 )

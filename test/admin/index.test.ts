@@ -29,13 +29,27 @@ const query = (records: ReadonlyArray<UsageRecord>, q: Partial<UsageQuery>, bulk
   )
 }
 
-const keyOf = (groupBy: GroupBy) => (r: UsageRecord) =>
-  groupBy === "day" ? r.ts.slice(0, 10) : groupBy === "model" ? r.model : r[groupBy]
+const keyOf =
+  (groupBy: GroupBy) =>
+  (r: UsageRecord): string | null => {
+    switch (groupBy) {
+      case "day":
+        return r.ts.slice(0, 10)
+      case "key":
+        return `${r.tenant}/${r.key_id}`
+      case "route":
+        return r.route === "" ? null : r.route
+      default:
+        return r[groupBy]
+    }
+  }
 
 const arbitraryRecord = fc
   .record({
     offset: fc.integer({ min: 0, max: 40 }),
     tenant: fc.constantFrom("acme", "globex"),
+    keyId: fc.constantFrom("ci", "web"),
+    route: fc.constantFrom("claude", "gpt", ""),
     provider: fc.constantFrom("anthropic", "backup", null),
     model: fc.constantFrom("claude-sonnet-5-5", "gpt-5-mini", null),
     session: fc.constantFrom("s-1", "s-2", null),
@@ -49,6 +63,8 @@ const arbitraryRecord = fc
     usageRecord({
       ts: iso(BASE + a.offset),
       tenant: a.tenant,
+      key_id: a.keyId,
+      route: a.route,
       provider: a.provider,
       model: a.model,
       session: a.session,

@@ -65,9 +65,10 @@ describe("parseUsageQuery", () => {
   it("refuses a bad date, an unknown grouping, since after until, unknown and repeated parameters", () => {
     expect(error("since=soon")).toMatchObject({ param: "since", message: expect.stringContaining('"soon"') })
     expect(error("until=2026-02-30")).toMatchObject({ param: "until" })
-    expect(error("group_by=route")).toMatchObject({
+    expect(error("group_by=team")).toMatchObject({
       param: "group_by",
-      message: 'group_by: unknown grouping "route"; expected one of model, provider, day, session',
+      message:
+        'group_by: unknown grouping "team"; expected one of model, provider, route, tenant, key, day, session',
     })
     expect(error("since=2026-12-02&until=2026-12-01")).toEqual({
       param: "since",

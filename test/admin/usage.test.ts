@@ -128,6 +128,9 @@ const keys: Record<string, (r: UsageRecord) => string | null> = {
   provider: (r) => r.provider,
   day: (r) => r.ts.slice(0, 10),
   session: (r) => r.session,
+  route: (r) => r.route,
+  tenant: (r) => r.tenant,
+  key: (r) => `${r.tenant}/${r.key_id}`,
 }
 
 describe("/admin/usage", () => {
@@ -145,7 +148,7 @@ describe("/admin/usage", () => {
     expect(body.totals.cache_read_tokens).toBeGreaterThan(0)
   })
 
-  it("groups by model, provider, UTC day and session exactly as a scan of the file does", async () => {
+  it("groups by model, provider, UTC day, session, route, tenant and key exactly as a scan of the file does", async () => {
     const records = h.records()
     for (const [groupBy, key] of Object.entries(keys)) {
       const body = await usage(`group_by=${groupBy}`)
@@ -156,6 +159,21 @@ describe("/admin/usage", () => {
     const providers = (await usage("group_by=provider")).groups!.map((g) => g.key)
     expect(providers).toEqual(["anthropic", "backup", "openai", null])
     expect((await usage("group_by=day")).groups!.length).toBe(5)
+    expect((await usage("group_by=route")).groups!.map((g) => g.key)).toEqual([
+      "claude",
+      "claude-backup",
+      "gpt",
+    ])
+    expect((await usage("group_by=tenant")).groups!.map((g) => g.key)).toEqual([
+      "acme",
+      "globex",
+      "retired-tenant",
+    ])
+    const byKey = await usage("tenant=globex&group_by=key")
+    expect(byKey.groups!.map((g) => [g.key, g.requests])).toEqual([
+      ["globex/ci", 3],
+      ["globex/web", 3],
+    ])
   })
 
   it("filters by tenant, including a tenant that is no longer in the config, and one that never sent", async () => {
@@ -196,7 +214,7 @@ describe("/admin/usage", () => {
     for (const [query, param] of [
       ["since=last-tuesday", "since"],
       ["until=2026-12-02T10:00:00", "until"],
-      ["group_by=tenant", "group_by"],
+      ["group_by=team", "group_by"],
       ["since=2026-12-02&until=2026-12-01", "since"],
       ["tenants=acme", "tenants"],
     ] as const) {

@@ -144,7 +144,7 @@ describe("config validate rejects", () => {
       )
       raw = patch(raw, ["tenants", "acme", "budgets"], { month: { limit_usd: 10, mode: "hard" } })
       assert.deepStrictEqual(yield* problemsOf(raw), [
-        'tenants.acme.budgets: routes.claude.targets[1] (provider "anthropic", model "claude-opus-9") has no price in /srv/tollgate/config/pricing.yaml',
+        'tenants.acme.budgets: routes.claude.targets[1] (provider "anthropic", model "claude-opus-9") has no price in /etc/tollgate/pricing.yaml',
       ])
     }),
   )
@@ -211,6 +211,47 @@ describe("provider key env vars", () => {
       assert.deepStrictEqual(yield* problemsOf(raw), [
         "providers.ci.access_token_env: environment variable VERTEX_TOKEN is unset or empty",
       ])
+    }),
+  )
+})
+
+describe("no silent $0", () => {
+  const unpriced =
+    'routes.claude.targets[1]: provider "anthropic" model "claude-opus-9" has no price in /etc/tollgate/pricing.yaml: its requests will be recorded at cost 0 (add a row for it to the price table)'
+
+  it.effect(
+    "a target without a price is a warning in validate and in serve (no tenant with a budget reaches it)",
+    () =>
+      Effect.gen(function* () {
+        const raw = patch(
+          baseConfig(),
+          ["routes", "claude", "targets"],
+          [target("anthropic"), target("anthropic", "claude-opus-9")],
+        )
+        for (const mode of ["validate", "serve"] as const) {
+          const { warnings } = yield* decode(raw, { mode })
+          assert.deepStrictEqual(warnings, [unpriced])
+        }
+      }),
+  )
+
+  it.effect("an Ollama target without a row and a priced target are no warning", () =>
+    Effect.gen(function* () {
+      let raw = patch(baseConfig(), ["providers", "local"], { kind: "ollama" })
+      raw = patch(raw, ["routes", "llama"], { api: "openai", targets: [target("local", "llama3.2")] })
+      const { warnings } = yield* decode(raw)
+      assert.deepStrictEqual(warnings, [])
+    }),
+  )
+
+  it.effect("a config without routes or tenants warns that every request will be refused", () =>
+    Effect.gen(function* () {
+      const routes = "routes: none configured: the gateway will refuse every request (no route to serve it)"
+      const tenants =
+        "tenants: none configured: the gateway will refuse every request (no tenant holds a key)"
+      assert.deepStrictEqual((yield* decode(null)).warnings, [routes, tenants])
+      assert.deepStrictEqual((yield* decode(patch(baseConfig(), ["tenants"], undefined))).warnings, [tenants])
+      assert.deepStrictEqual((yield* decode(patch(baseConfig(), ["routes"], undefined))).warnings, [routes])
     }),
   )
 })

@@ -59,6 +59,8 @@ describe("tollgate config validate", () => {
       assert.deepStrictEqual(out, [
         "ok",
         "warning: providers.openai.api_key_env: environment variable TG_CLI_UNSET_KEY is unset or empty",
+        "warning: routes: none configured: the gateway will refuse every request (no route to serve it)",
+        "warning: tenants: none configured: the gateway will refuse every request (no tenant holds a key)",
       ])
       assert.deepStrictEqual(err, [])
     }),
@@ -78,6 +80,40 @@ describe("tollgate config validate", () => {
       ])
       assert.deepStrictEqual(out, [])
     }),
+  )
+})
+
+describe("tollgate config validate --config other/dir/tollgate.yaml", () => {
+  it.effect(
+    "reads the price table beside that config when pricing.file is absent, and warns of an unpriced target",
+    () =>
+      Effect.gen(function* () {
+        const dir = mkdtempSync(join(tmpdir(), "tollgate-cli-beside-"))
+        writeFileSync(join(dir, "pricing.yaml"), "prices:\n  - { model: priced, input: 1, output: 2 }\n")
+        writeFileSync(
+          join(dir, "tollgate.yaml"),
+          [
+            "providers: { local: { kind: ollama }, openai: { kind: openai, api_key_env: TG_CLI_BESIDE_KEY } }",
+            "routes:",
+            "  a: { api: openai, targets: [{ provider: openai, model: priced }, { provider: openai, model: free }] }",
+            "  b: { api: openai, targets: [{ provider: local, model: llama3.2 }] }",
+            `tenants: { acme: { keys: [{ id: ci, sha256: ${"a".repeat(64)} }], routes: "*" } }`,
+            "",
+          ].join("\n"),
+        )
+        yield* run(configCommand, ["validate", "--config", join(dir, "tollgate.yaml")]).pipe(
+          Effect.provideService(
+            ConfigProvider.ConfigProvider,
+            ConfigProvider.fromEnv({ env: { TG_CLI_BESIDE_KEY: "sk" } }),
+          ),
+        )
+        const { out, err } = yield* printed
+        assert.deepStrictEqual(err, [])
+        assert.deepStrictEqual(out, [
+          "ok",
+          `warning: routes.a.targets[1]: provider "openai" model "free" has no price in ${join(dir, "pricing.yaml")}: its requests will be recorded at cost 0 (add a row for it to the price table)`,
+        ])
+      }),
   )
 })
 

@@ -60,7 +60,7 @@ describe("loadConfig", () => {
     }),
   )
 
-  it.effect("keeps absolute paths and resolves absent keys against the working directory", () =>
+  it.effect("keeps absolute paths and resolves an absent usage.file against the working directory", () =>
     Effect.gen(function* () {
       const { dir, path } = setup("", { "etc/pricing.yaml": PRICING, "config/pricing.yaml": "prices: []\n" })
       const absolute = yield* decodeConfig(
@@ -74,8 +74,52 @@ describe("loadConfig", () => {
       assert.strictEqual(absolute.config.pricingFile, join(dir, "etc/pricing.yaml"))
       const defaults = yield* decodeConfig({}, { path, mode: "validate", cwd: dir })
       assert.strictEqual(defaults.config.usageFile, join(dir, "data/usage.jsonl"))
-      assert.strictEqual(defaults.config.pricingFile, join(dir, "config/pricing.yaml"))
-      assert.deepStrictEqual(defaults.config.prices, [])
+    }),
+  )
+
+  it.effect(
+    "an absent pricing.file is looked for beside the config, then in the working directory's config/ (ADR 0051)",
+    () =>
+      Effect.gen(function* () {
+        // Both exist: the one beside the config wins.
+        const both = setup("", { "etc/pricing.yaml": PRICING, "config/pricing.yaml": "prices: []\n" })
+        const beside = yield* decodeConfig({}, { path: both.path, mode: "validate", cwd: both.dir })
+        assert.strictEqual(beside.config.pricingFile, join(both.dir, "etc/pricing.yaml"))
+        assert.deepStrictEqual(
+          beside.config.prices.map((price) => price.model),
+          ["claude-sonnet-5-5"],
+        )
+        // Only the old default: still read (configs that relied on it keep working).
+        const old = setup("", { "config/pricing.yaml": "prices: []\n" })
+        const fallback = yield* decodeConfig({}, { path: old.path, mode: "validate", cwd: old.dir })
+        assert.strictEqual(fallback.config.pricingFile, join(old.dir, "config/pricing.yaml"))
+        assert.deepStrictEqual(fallback.config.prices, [])
+        // The default layout (config/tollgate.yaml run from its parent): one path, tried once.
+        const layout = setup("", { "config/pricing.yaml": PRICING })
+        const standard = yield* decodeConfig(
+          {},
+          { path: join(layout.dir, "config/tollgate.yaml"), mode: "validate", cwd: layout.dir },
+        )
+        assert.strictEqual(standard.config.pricingFile, join(layout.dir, "config/pricing.yaml"))
+      }),
+  )
+
+  it.effect("no price table anywhere: the problem names both paths tried and says to set pricing.file", () =>
+    Effect.gen(function* () {
+      const { dir, path } = setup("", {})
+      const problems = yield* problemsOf(decodeConfig({}, { path, mode: "validate", cwd: dir }))
+      assert.deepStrictEqual(problems, [
+        `pricing.file: not set, and no price table at ${join(dir, "etc/pricing.yaml")} nor ${join(dir, "config/pricing.yaml")}; set pricing.file in ${path} to the price table's path (a relative path is read from ${join(dir, "etc")})`,
+      ])
+    }),
+  )
+
+  it.effect("a price table beside the config that is broken is reported, not passed over", () =>
+    Effect.gen(function* () {
+      const { dir, path } = setup("", { "etc/pricing.yaml": "prices: [\n", "config/pricing.yaml": PRICING })
+      const problems = yield* problemsOf(decodeConfig({}, { path, mode: "validate", cwd: dir }))
+      assert.strictEqual(problems.length, 1)
+      assert.match(problems[0]!, new RegExp(`^pricing\\.file: ${join(dir, "etc/pricing.yaml")}:\\d+:\\d+: `))
     }),
   )
 
@@ -108,6 +152,12 @@ describe("loadConfig", () => {
         problems[0]!,
         new RegExp(`^pricing\\.file: cannot read ${join(dir, "etc/prices.yaml")} \\(ENOENT: `),
       )
+      // …and how to point at the right file.
+      assert.isTrue(
+        problems[0]!.endsWith(
+          `; set pricing.file in ${path} to the price table's path (a relative path is read from ${join(dir, "etc")})`,
+        ),
+      )
     }),
   )
 
@@ -124,7 +174,7 @@ describe("loadConfig", () => {
         "etc/pricing.yaml": PRICING + "  - { model: x, input: 1, output: ten }\n",
       })
       assert.deepStrictEqual(yield* problemsOf(loadConfig(invalid.path, "serve").pipe(withEnv(KEY_ENV))), [
-        "prices[1].output: must be a non-negative number of USD, e.g. 5 or 0.25",
+        `pricing.file: ${join(invalid.dir, "etc/pricing.yaml")}: prices[1].output: must be a non-negative number of USD, e.g. 5 or 0.25`,
       ])
     }),
   )

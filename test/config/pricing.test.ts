@@ -61,7 +61,7 @@ describe("price table", () => {
     ])
   })
 
-  it("reports problems under prices with their index", () => {
+  it("reports problems under prices with the file and their index", () => {
     const result = decodePriceTable(
       {
         prices: [
@@ -75,10 +75,10 @@ describe("price table", () => {
     assert.deepStrictEqual(
       result,
       Result.fail([
-        "prices[1].cache_reed: unknown key (expected one of: provider, model, input, output, cache_read, cache_write)",
-        "prices[1].input: must be a non-negative number of USD, e.g. 5 or 0.25",
-        "prices[2].model: is required",
-        "prices[2].output: is required",
+        "pricing.file: /etc/tollgate/pricing.yaml: prices[1].cache_reed: unknown key (expected one of: provider, model, input, output, cache_read, cache_write)",
+        "pricing.file: /etc/tollgate/pricing.yaml: prices[1].input: must be a non-negative number of USD, e.g. 5 or 0.25",
+        "pricing.file: /etc/tollgate/pricing.yaml: prices[2].model: is required",
+        "pricing.file: /etc/tollgate/pricing.yaml: prices[2].output: is required",
       ]),
     )
   })
@@ -109,7 +109,9 @@ describe("price table", () => {
     )
     assert.deepStrictEqual(
       result,
-      Result.fail(['prices[2]: duplicate price for model "m", first at prices[0]']),
+      Result.fail([
+        'pricing.file: /etc/tollgate/pricing.yaml: prices[2]: duplicate price for model "m", first at prices[0]',
+      ]),
     )
   })
 })

@@ -160,7 +160,10 @@ describe("defaults", () => {
   it.effect("an empty config gets every default of the SPEC", () =>
     Effect.gen(function* () {
       const { config, warnings } = yield* decode(null)
-      assert.deepStrictEqual(warnings, [])
+      assert.deepStrictEqual(warnings, [
+        "routes: none configured: the gateway will refuse every request (no route to serve it)",
+        "tenants: none configured: the gateway will refuse every request (no tenant holds a key)",
+      ])
       assert.strictEqual(config.path, "/etc/tollgate/tollgate.yaml")
       assert.deepStrictEqual(config.server, {
         host: "127.0.0.1",
@@ -177,7 +180,8 @@ describe("defaults", () => {
       assert.deepStrictEqual(config.store, { kind: "memory" })
       assert.strictEqual(config.usageFile, "/srv/tollgate/data/usage.jsonl")
       assert.strictEqual(config.keysFile, "/srv/tollgate/data/keys.jsonl")
-      assert.strictEqual(config.pricingFile, "/srv/tollgate/config/pricing.yaml")
+      // Beside the config (ADR 0051); with inline prices no file is read.
+      assert.strictEqual(config.pricingFile, "/etc/tollgate/pricing.yaml")
       assert.deepStrictEqual(config.reservation, { outputTokens: 4096 })
       assert.deepStrictEqual(config.retry, { maxAttempts: 3, budgetRatio: 0.1 })
       assert.deepStrictEqual(config.breaker, { minRequests: 20, failureRatio: 0.5, openForMs: 30_000 })

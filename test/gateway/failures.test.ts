@@ -320,6 +320,7 @@ for (const api of ["anthropic", "openai"] as const) {
           model: api === "anthropic" ? "claude-sonnet-5-5" : "gpt-5-mini",
           outcome: "failed",
           reason: "first_token",
+          cause: expect.stringMatching(/^first_token timeout after \d+ ms$/),
         },
       ])
     })

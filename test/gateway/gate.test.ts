@@ -35,6 +35,12 @@ describe("the buffer budget", () => {
     expect(budget.take("a", 50)).toBe(true)
     expect(budget.take("b", 10)).toBe(false) // total again at 100
   })
+
+  it("with one tenant configured, that tenant may hold the whole cap", () => {
+    const budget = makeBufferBudget(100, () => 1)
+    expect(budget.take("only", 100)).toBe(true)
+    expect(budget.take("only", 1)).toBe(false)
+  })
 })
 
 describe("admission before the body", () => {
@@ -61,7 +67,7 @@ describe("admission before the body", () => {
     gate.learnRequestLimit(
       a,
       new RateLimited({ message: "requests_per_minute exceeded", retryAfterSeconds: 3 }),
-      3_000,
+      now + 3_000,
     )
     const refused = gate.enter(a, "/v1/messages") as RateLimited
     expect(refused).toBeInstanceOf(RateLimited)
@@ -86,6 +92,10 @@ describe("admission before the body", () => {
     gate.learnMonthSpend(soft, "2026-12", 1_000)
     expect(gate.enter(soft, "/v1/messages")).toBeUndefined()
     now = Date.UTC(2027, 0, 1, 0, 0, 1)
+    expect(gate.enter(hard, "/v1/messages")).toBeUndefined()
+    // A late answer about December (read before midnight) does not lock January.
+    gate.learnMonthSpend(hard, "2027-01", 0)
+    gate.learnMonthSpend(hard, "2026-12", 100)
     expect(gate.enter(hard, "/v1/messages")).toBeUndefined()
   })
 })

@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { TestClock } from "effect/testing"
+import { LiveConfig } from "../../src/config/LiveConfig.js"
 import { Config, makeTestConfig } from "../../src/config/Config.js"
 import type { TenantConfig } from "../../src/config/model.js"
 import * as Limits from "../../src/limits/Limits.js"
@@ -77,7 +78,7 @@ describe("Limits session cap", () => {
           Layer.mergeAll(
             Layer.succeed(Store, store),
             Layer.succeed(Telemetry, telemetry),
-            Config.layerFrom(config),
+            LiveConfig.layer.pipe(Layer.provide(Config.layerFrom(config))),
           ),
         ),
       )
@@ -94,5 +95,75 @@ describe("Limits session cap", () => {
         ["acme", 1],
       ])
     }),
+  )
+})
+
+describe("Limits: admission before the body learns from the store's answers", () => {
+  const hardTenant: TenantConfig = {
+    ...tenant,
+    name: "spent",
+    budgets: { month: { limitMicroUsd: 100, mode: "hard" }, session: undefined },
+  }
+
+  it.effect("a refusal read before midnight and answered after it does not lock the new month", () =>
+    Effect.gen(function* () {
+      const store = makeMemoryStore()
+      let now = Date.UTC(2026, 0, 31, 23, 59, 59, 995)
+      // January is spent.
+      const first = yield* Limits.make(store, () => now).admit({ ...input(undefined), tenant: hardTenant })
+      yield* store.settle({
+        tenant: "spent",
+        now,
+        minute: first.admitted.minute,
+        month: first.admitted.month,
+        sessionId: undefined,
+        reserved: 100,
+        cost: 100,
+        tokenDelta: 0,
+      })
+      // The store reads January at 23:59:59.995; its answer arrives at 00:00:00.010.
+      const slow = {
+        ...store,
+        admit: (request: Parameters<typeof store.admit>[0]) =>
+          Effect.tap(store.admit(request), () =>
+            Effect.sync(() => {
+              now = Date.UTC(2026, 1, 1, 0, 0, 0, 10)
+            }),
+          ),
+      }
+      const limits = Limits.make(slow, () => now)
+      now = Date.UTC(2026, 0, 31, 23, 59, 59, 995)
+      const refused = yield* Effect.flip(limits.admit({ ...input(undefined), tenant: hardTenant }))
+      assert.strictEqual(refused._tag, "BudgetExceeded")
+      // February: nothing spent, and the gate knows nothing against it.
+      assert.strictEqual(limits.enter(hardTenant, "/v1/messages"), undefined)
+    }),
+  )
+
+  it.effect(
+    "after a request-limit refusal the gate refuses until the window admits one more, measured from the store's read",
+    () =>
+      Effect.gen(function* () {
+        const store = makeMemoryStore()
+        let now = Date.UTC(2026, 11, 2, 10, 0, 30)
+        const limited: TenantConfig = {
+          ...tenant,
+          name: "limited",
+          limits: { ...tenant.limits, requestsPerMinute: 2 },
+        }
+        const limits = Limits.make(store, () => now)
+        yield* limits.admit({ ...input(undefined), tenant: limited })
+        yield* limits.admit({ ...input(undefined), tenant: limited })
+        const refused = yield* Effect.flip(limits.admit({ ...input(undefined), tenant: limited }))
+        assert.strictEqual(refused._tag, "RateLimited")
+        assert.strictEqual(limits.enter(limited, "/v1/messages")?._tag, "RateLimited")
+        // Two in the current minute, none before: one more fits once this minute becomes the previous one
+        // and weighs (1 − elapsed) × 2 ≤ 1, that is 30 s into the next minute.
+        now = Date.UTC(2026, 11, 2, 10, 1, 29, 990)
+        assert.strictEqual(limits.enter(limited, "/v1/messages")?._tag, "RateLimited")
+        now = Date.UTC(2026, 11, 2, 10, 1, 30)
+        assert.strictEqual(limits.enter(limited, "/v1/messages"), undefined)
+        assert.strictEqual((yield* limits.admit({ ...input(undefined), tenant: limited })).via, "store")
+      }),
   )
 })

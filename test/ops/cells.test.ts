@@ -1,10 +1,10 @@
 import { describe, expect, it } from "@effect/vitest"
 import fc from "fast-check"
 import { Histogram, Registry } from "prom-client"
-import { CellHistogram } from "../../src/ops/cells.js"
-import { OVERHEAD_BUCKETS, UPSTREAM_BUCKETS } from "../../src/ops/instruments.js"
+import { cache4, CellHistogram } from "../../src/ops/cells.js"
+import { OVERHEAD_BUCKETS, REQUEST_BUCKETS, UPSTREAM_BUCKETS } from "../../src/ops/instruments.js"
 
-const bounds = fc.constantFrom(UPSTREAM_BUCKETS, OVERHEAD_BUCKETS, [1, 2, 3])
+const bounds = fc.constantFrom(UPSTREAM_BUCKETS, OVERHEAD_BUCKETS, REQUEST_BUCKETS, [1, 2, 3])
 /** Values on, between, below and above the bounds, and some prom-client refuses (not finite). */
 const value = (b: ReadonlyArray<number>) =>
   fc.oneof(
@@ -77,5 +77,31 @@ describe("CellHistogram", () => {
     ours.resetMetrics()
     theirs.resetMetrics()
     expect(await ours.metrics()).toContain("o_seconds_count 0")
+  })
+})
+
+describe("cache4", () => {
+  it("makes one value per distinct quadruple and returns it again after", () => {
+    const made: Array<string> = []
+    const cell = cache4((a: string, b: string, c: string, d: number) => {
+      made.push(`${a}|${b}|${c}|${d}`)
+      return { a, b, c, d }
+    })
+    const first = cell("acme", "claude", "anthropic", 200)
+    expect(cell("acme", "claude", "anthropic", 200)).toBe(first)
+    expect(cell("acme", "claude", "anthropic", 500)).not.toBe(first)
+    expect(cell("globex", "claude", "anthropic", 200)).toEqual({
+      a: "globex",
+      b: "claude",
+      c: "anthropic",
+      d: 200,
+    })
+    expect(cell("acme", "claude", "", 200)).not.toBe(first)
+    expect(made).toEqual([
+      "acme|claude|anthropic|200",
+      "acme|claude|anthropic|500",
+      "globex|claude|anthropic|200",
+      "acme|claude||200",
+    ])
   })
 })

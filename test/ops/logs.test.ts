@@ -205,7 +205,7 @@ describe("logs of the built binary", () => {
     expect(lines.some((line) => line.includes('"message":"soft budget exceeded"'))).toBe(true)
   })
 
-  it("prints exactly one info line per authenticated request, with the fields of its usage record", () => {
+  it("prints exactly one line per authenticated request, with the fields of its usage record", () => {
     const records = readFileSync(join(dir, "usage.jsonl"), "utf8")
       .trim()
       .split("\n")
@@ -222,7 +222,8 @@ describe("logs of the built binary", () => {
       expect(lines).toHaveLength(1)
       expect(lines[0]).toEqual({
         ts: expect.any(String),
-        level: "info",
+        // An upstream 5xx relayed is an upstream failure: warn (issue #17).
+        level: record.status >= 500 ? "warn" : "info",
         message: "request",
         request_id: record.request_id,
         tenant: "acme",

@@ -68,6 +68,8 @@ const metricsConfig = (fakes: ReadonlyArray<string>, keyHash: string, dir: strin
       flaky: route("flaky"),
       cool: route("tired", "backup"),
       plain: route("backup"),
+      // No price for this model (PRICES has claude-sonnet-5-5 and gpt-5-mini): served at cost 0.
+      unpriced: { api: "anthropic", targets: [{ provider: "backup", model: "claude-free-9" }] },
     },
     tenants: {
       acme: { keys: [{ id: "ci", sha256: keyHash }], routes: "*" },
@@ -78,7 +80,8 @@ const metricsConfig = (fakes: ReadonlyArray<string>, keyHash: string, dir: strin
       },
       broke: {
         keys: [{ id: "b", sha256: hashKey(brokeKey) }],
-        routes: "*",
+        // A budget tenant must not reach an unpriced target (config validate refuses it).
+        routes: ["fallback", "flaky", "cool", "plain"],
         budgets: { month: { limit_usd: 0.000001, mode: "hard" } },
       },
     },
@@ -125,6 +128,15 @@ describe("GET /metrics after scripted traffic", () => {
     }
   }
 
+  /** The sum of the samples of `name` whose labels include `labels` (other labels summed over). */
+  const scrapeTotals = async () => {
+    const samples = parseExposition(await (await fetch(`${h.url}/metrics`)).text())
+    return (name: string, labels: Record<string, string> = {}): number =>
+      samples
+        .filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v))
+        .reduce((total, s) => total + s.value, 0)
+  }
+
   beforeAll(async () => {
     h = await startHarness({
       fakes: [{ scenario: "status:529" }, {}, { scenario: "status:500" }, { scenario: "status:429:30" }],
@@ -165,13 +177,17 @@ describe("GET /metrics after scripted traffic", () => {
     await eventually(async () => (await scrape())("tollgate_open_streams") === 0)
     const m = await scrape()
 
-    expect(m("tollgate_requests_total", { route: "fallback", provider: "backup", status: "200" })).toBe(1)
-    expect(m("tollgate_requests_total", { route: "flaky", provider: "flaky", status: "500" })).toBe(1)
-    expect(m("tollgate_requests_total", { route: "flaky", provider: "", status: "502" })).toBe(1)
-    expect(m("tollgate_requests_total", { route: "cool", provider: "backup", status: "200" })).toBe(1)
-    expect(m("tollgate_requests_total", { route: "plain", provider: "backup", status: "200" })).toBe(2)
-    expect(m("tollgate_requests_total", { route: "plain", provider: "", status: "429" })).toBe(1)
-    expect(m("tollgate_requests_total", { route: "plain", provider: "", status: "402" })).toBe(1)
+    const requests = (tenant: string, route: string, provider: string, status: string) =>
+      m("tollgate_requests_total", { tenant, route, provider, status })
+    expect(requests("acme", "fallback", "backup", "200")).toBe(1)
+    expect(requests("acme", "flaky", "flaky", "500")).toBe(1)
+    expect(requests("acme", "flaky", "", "502")).toBe(1)
+    expect(requests("acme", "cool", "backup", "200")).toBe(1)
+    expect(requests("acme", "plain", "backup", "200")).toBe(1) // the stream
+    expect(requests("limited", "plain", "backup", "200")).toBe(1)
+    expect(requests("limited", "plain", "", "429")).toBe(1)
+    expect(requests("broke", "plain", "", "402")).toBe(1)
+    expect(requests("broke", "plain", "backup", "200")).toBeUndefined()
 
     const attempts = (provider: string, result: string) =>
       m("tollgate_upstream_attempts_total", { provider, model: MODEL, result })
@@ -218,17 +234,62 @@ describe("GET /metrics after scripted traffic", () => {
 
     const records = h.records()
     expect(records).toHaveLength(8)
-    const sum = (tenant: string, field: keyof UsageRecord) =>
-      records.filter((r) => r.tenant === tenant).reduce((total, r) => total + Number(r[field]), 0)
+    // Spend and tokens by tenant, route and upstream model ("" when no target served): as the records say.
+    const total = await scrapeTotals()
+    const sum = (field: keyof UsageRecord, tenant: string, route?: string, model?: string | null) =>
+      records
+        .filter(
+          (r) =>
+            r.tenant === tenant &&
+            (route === undefined || r.route === route) &&
+            (model === undefined || r.model === model),
+        )
+        .reduce((total, r) => total + Number(r[field]), 0)
     for (const tenant of ["acme", "limited", "broke"]) {
-      expect(m("tollgate_spend_micro_usd_total", { tenant })).toBe(sum(tenant, "cost_micro_usd"))
-      expect(m("tollgate_tokens_total", { tenant, kind: "input" })).toBe(sum(tenant, "input_tokens"))
-      expect(m("tollgate_tokens_total", { tenant, kind: "output" })).toBe(sum(tenant, "output_tokens"))
-      expect(m("tollgate_tokens_total", { tenant, kind: "cache_read" })).toBe(0)
-      expect(m("tollgate_tokens_total", { tenant, kind: "cache_write" })).toBe(0)
+      expect(total("tollgate_spend_micro_usd_total", { tenant })).toBe(sum("cost_micro_usd", tenant))
+      expect(total("tollgate_tokens_total", { tenant, kind: "input" })).toBe(sum("input_tokens", tenant))
+      expect(total("tollgate_tokens_total", { tenant, kind: "output" })).toBe(sum("output_tokens", tenant))
+      expect(total("tollgate_tokens_total", { tenant, kind: "cache_read" })).toBe(0)
+      expect(total("tollgate_tokens_total", { tenant, kind: "cache_write" })).toBe(0)
+      for (const route of ["fallback", "flaky", "cool", "plain"]) {
+        for (const model of [MODEL, null]) {
+          const labels = { tenant, route, model: model ?? "" }
+          const spent = m("tollgate_spend_micro_usd_total", labels)
+          const served = records.some((r) => r.tenant === tenant && r.route === route && r.model === model)
+          expect(spent, JSON.stringify(labels)).toBe(
+            served ? sum("cost_micro_usd", tenant, route, model) : undefined,
+          )
+          if (served) {
+            expect(m("tollgate_tokens_total", { ...labels, kind: "output" })).toBe(
+              sum("output_tokens", tenant, route, model),
+            )
+          }
+        }
+      }
     }
-    expect(sum("acme", "cost_micro_usd")).toBeGreaterThan(0)
-    expect(m("tollgate_spend_micro_usd_total", { tenant: "broke" })).toBe(0)
+    expect(sum("cost_micro_usd", "acme", "fallback", MODEL)).toBeGreaterThan(0)
+    expect(m("tollgate_spend_micro_usd_total", { tenant: "broke", route: "plain", model: "" })).toBe(0)
+
+    // End-to-end duration by route and status: one observation per record, its duration_ms.
+    for (const record of records) {
+      const labels = { route: record.route, status: String(record.status) }
+      const same = records.filter((r) => r.route === record.route && r.status === record.status)
+      expect(m("tollgate_request_duration_seconds_count", labels)).toBe(same.length)
+      expect(m("tollgate_request_duration_seconds_sum", labels)).toBeCloseTo(
+        same.reduce((t, r) => t + r.duration_ms / 1000, 0),
+        6,
+      )
+      expect(m("tollgate_request_duration_seconds_bucket", { ...labels, le: "600" })).toBe(same.length)
+    }
+    // The stream took ≥ 100 ms between its events: not in the 5 ms bucket (quick JSON answers may be).
+    const fast = m("tollgate_request_duration_seconds_bucket", { route: "plain", status: "200", le: "0.005" })
+    const all = m("tollgate_request_duration_seconds_count", { route: "plain", status: "200" })
+    expect(fast).toBeLessThan(all!)
+    expect(
+      m("tollgate_unpriced_requests_total", { route: "plain", provider: "backup", model: MODEL }),
+    ).toBeUndefined()
+    expect(m("tollgate_config_reloads_total", { result: "ok" })).toBe(0)
+    expect(m("tollgate_config_reloads_total", { result: "error" })).toBe(0)
 
     expect(m("tollgate_open_streams")).toBe(0)
     expect(m("tollgate_open_requests", { tenant: "acme" })).toBe(0)
@@ -239,7 +300,7 @@ describe("GET /metrics after scripted traffic", () => {
   it("a request refused after its route was resolved counts under that route; an unknown route under none", async () => {
     const before = await scrape()
     const count = (m: typeof before, route: string, status: string) =>
-      m("tollgate_requests_total", { route, provider: "", status }) ?? 0
+      m("tollgate_requests_total", { tenant: "acme", route, provider: "", status }) ?? 0
     // An invalid x-tollgate-session is refused (400) after the route is known.
     expect(await statusOf(send("plain", h.key, {}, { "x-tollgate-session": "has spaces" }))).toBe(400)
     // A route this gateway does not have is never a label (a client's string).
@@ -248,8 +309,44 @@ describe("GET /metrics after scripted traffic", () => {
     expect(count(after, "plain", "400") - count(before, "plain", "400")).toBe(1)
     expect(count(after, "", "404") - count(before, "", "404")).toBe(1)
     expect(
-      after("tollgate_requests_total", { route: "no-such-route-from-a-client", provider: "", status: "404" }),
+      after("tollgate_requests_total", {
+        tenant: "acme",
+        route: "no-such-route-from-a-client",
+        provider: "",
+        status: "404",
+      }),
     ).toBeUndefined()
+    // Nor in any other metric: the 404 is counted under route "" everywhere.
+    const text = await (await fetch(`${h.url}/metrics`)).text()
+    expect(text).not.toContain("no-such-route-from-a-client")
+    expect(after("tollgate_request_duration_seconds_count", { route: "", status: "404" })).toBeGreaterThan(0)
+  })
+
+  it("a 2xx from a target without a price is counted by route, provider and model (its cost is 0)", async () => {
+    const before = await scrape()
+    const labels = { route: "unpriced", provider: "backup", model: "claude-free-9" }
+    expect(before("tollgate_unpriced_requests_total", labels)).toBeUndefined()
+    expect(await statusOf(send("unpriced"))).toBe(200)
+    expect(await statusOf(send("unpriced", h.key, { stream: true }))).toBe(200)
+    const after = await scrape()
+    expect(after("tollgate_unpriced_requests_total", labels)).toBe(2)
+    expect(
+      h
+        .records()
+        .filter((r) => r.route === "unpriced")
+        .map((r) => r.cost_micro_usd),
+    ).toEqual([0, 0])
+    expect(
+      after("tollgate_spend_micro_usd_total", { tenant: "acme", route: "unpriced", model: "claude-free-9" }),
+    ).toBe(0)
+    expect(
+      after("tollgate_tokens_total", {
+        tenant: "acme",
+        route: "unpriced",
+        model: "claude-free-9",
+        kind: "output",
+      }),
+    ).toBeGreaterThan(0)
   })
 
   it("the documented metrics are exactly the exported ones, with their types", async () => {
@@ -261,7 +358,7 @@ describe("GET /metrics after scripted traffic", () => {
     const documented = [...docs.matchAll(/^\|\s*`(tollgate_\w+)`\s*\|\s*(\w+)\s*\|/gm)].map(
       ([, name, type]) => `${name} ${type}`,
     )
-    expect(exported).toHaveLength(26)
+    expect(exported).toHaveLength(29)
     expect([...new Set(documented)].sort()).toEqual(exported.sort())
   })
 })
@@ -317,12 +414,13 @@ describe("the Tollgate-added latency", () => {
       route: "",
       committed: committedMs !== undefined,
       overheadMs: overheadMs(info, progress, nowMs),
+      unpriced: false,
     }
   }
 
   it("is the time to the commit minus upstream waiting, or the whole time for a response Tollgate made", async () => {
     const metrics = makeMetrics({
-      tenants: ["acme"],
+      tenants: () => ["acme"],
       breakers: () => [],
       overspend: () => ({ open: 0, microUsd: 0, unbounded: 0 }),
       now: () => 10_007,
@@ -337,5 +435,81 @@ describe("the Tollgate-added latency", () => {
       samples.find((s) => s.name === "tollgate_overhead_seconds_bucket" && s.labels.le === le)?.value
     expect([bucket("0.002"), bucket("0.005"), bucket("0.01"), bucket("+Inf")]).toEqual([0, 1, 2, 2])
     expect(samples.find((s) => s.name === "tollgate_overhead_seconds_sum")?.value).toBeCloseTo(0.01, 9)
+  })
+})
+
+describe("telemetry hooks without a gateway", () => {
+  const make = () =>
+    makeMetrics({
+      tenants: () => ["acme"],
+      breakers: () => [],
+      overspend: () => ({ open: 0, microUsd: 0, unbounded: 0 }),
+      now: () => 0,
+      relayBuffered: () => 0,
+    })
+  const samplesOf = async (metrics: ReturnType<typeof make>) =>
+    parseExposition(await Effect.runPromise(metrics.scrape))
+  const value = (samples: Array<Sample>, name: string, labels: Record<string, string>) =>
+    samples.find(
+      (s) =>
+        s.name === name &&
+        Object.keys(s.labels).length === Object.keys(labels).length &&
+        Object.entries(labels).every(([k, v]) => s.labels[k] === v),
+    )?.value
+
+  it("config reloads are counted by result, both shown at 0 before the first", async () => {
+    const metrics = make()
+    const reloads = (samples: Array<Sample>) =>
+      ["ok", "error"].map((result) => value(samples, "tollgate_config_reloads_total", { result }))
+    expect(reloads(await samplesOf(metrics))).toEqual([0, 0])
+    metrics.telemetry.configReloaded("ok")
+    metrics.telemetry.configReloaded("error")
+    metrics.telemetry.configReloaded("ok")
+    expect(reloads(await samplesOf(metrics))).toEqual([2, 1])
+  })
+
+  it("unpriced requests are counted through the hook and through requestDone", async () => {
+    const metrics = make()
+    metrics.telemetry.unpriced("r", "p", "m")
+    const record: UsageRecord = {
+      ts: "2026-12-02T10:04:05.123Z",
+      request_id: "x",
+      tenant: "acme",
+      key_id: "ci",
+      route: "r",
+      endpoint: "/v1/messages",
+      stream: false,
+      provider: "p",
+      model: "m",
+      attempts: 1,
+      status: 200,
+      input_tokens: 3,
+      output_tokens: 4,
+      cache_read_tokens: 0,
+      cache_write_tokens: 0,
+      reserved_micro_usd: 0,
+      cost_micro_usd: 0,
+      usage_estimated: false,
+      incomplete: false,
+      session: null,
+      duration_ms: 7,
+      error: null,
+      upstream_endpoint: "/v1/messages",
+    }
+    metrics.telemetry.requestDone({ record, route: "r", committed: true, overheadMs: 1, unpriced: true })
+    metrics.telemetry.requestDone({ record, route: "r", committed: true, overheadMs: 1, unpriced: false })
+    const samples = await samplesOf(metrics)
+    expect(
+      value(samples, "tollgate_unpriced_requests_total", { route: "r", provider: "p", model: "m" }),
+    ).toBe(2)
+    expect(
+      value(samples, "tollgate_tokens_total", { tenant: "acme", route: "r", model: "m", kind: "input" }),
+    ).toBe(6)
+    expect(
+      value(samples, "tollgate_requests_total", { tenant: "acme", route: "r", provider: "p", status: "200" }),
+    ).toBe(2)
+    const bucket = (le: string) =>
+      value(samples, "tollgate_request_duration_seconds_bucket", { route: "r", status: "200", le })
+    expect([bucket("0.005"), bucket("0.01"), bucket("600"), bucket("+Inf")]).toEqual([0, 2, 2, 2])
   })
 })

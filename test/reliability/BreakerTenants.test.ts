@@ -66,9 +66,9 @@ describe("Breakers with several tenants: one tenant cannot open the shared break
 
   it.effect("the distinct-tenant rule is checked only when the ratio rule already holds", () =>
     Effect.gen(function* () {
-      const t = yield* setup(defaults, 2)
+      const t = yield* setup(defaults, 3)
       // Two failing tenants, but 10 of 22 and then 11 of 23 are under 0.5.
-      t.attempts(12, "success", P, M, B)
+      t.attempts(12, "success", P, M, C)
       t.attempts(5, "failure", P, M, A)
       t.attempts(5, "failure", P, M, B)
       assert.strictEqual(t.view().state, "closed")
@@ -81,7 +81,7 @@ describe("Breakers with several tenants: one tenant cannot open the shared break
   )
 
   it.effect(
-    "ratio and min_requests reached by one tenant's failures: the shared breaker waits for a second tenant",
+    "ratio and min_requests reached by one tenant's failures: the shared breaker waits for a second tenant failing at the ratio",
     () =>
       Effect.gen(function* () {
         const t = yield* setup(defaults, 2)
@@ -89,6 +89,12 @@ describe("Breakers with several tenants: one tenant cannot open the shared break
         t.attempts(12, "failure", P, M, A)
         assert.strictEqual(t.view().state, "closed")
         assert.strictEqual(t.view().failureRatio, 12 / 22)
+        // A chance failure of a tenant whose attempts mostly succeed (1 of 11) is not a second failing tenant.
+        t.attempts(1, "failure", P, M, B)
+        assert.strictEqual(t.view().state, "closed")
+        // B failing at the ratio on its own attempts (10 of 20) is.
+        t.attempts(8, "failure", P, M, B)
+        assert.strictEqual(t.view().state, "closed")
         t.attempts(1, "failure", P, M, B)
         assert.strictEqual(t.view().state, "open")
       }),

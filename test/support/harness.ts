@@ -101,7 +101,11 @@ export const startHarness = async (options: HarnessOptions = {}): Promise<Harnes
     ),
   )
   const scope = Effect.runSync(Scope.make())
-  const layer = appLayer(config, options.store === undefined ? {} : { store: options.store })
+  // In-process gateways leave SIGHUP alone (a test process may run many): tests reload over the admin API.
+  const layer = appLayer(config, {
+    reloadOnSignal: false,
+    ...(options.store === undefined ? {} : { store: options.store }),
+  })
   const context = await Effect.runPromise(
     withUpstreamKey(Layer.buildWithScope(layer, scope), options.env).pipe(
       Effect.provideService(References.MinimumLogLevel, options.logLevel ?? "Warn"),
