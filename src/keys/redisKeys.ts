@@ -33,6 +33,7 @@ import {
   type NewKey,
   type RuntimeKey,
 } from "./model.js"
+import { acquireRedis, passwordsOf } from "../limits/redisClient.js"
 import { KeyTable, LastUse, type UseTimes } from "./table.js"
 
 /** How often a copy reads every key even when the version did not change, ms. */
@@ -98,16 +99,6 @@ export const decodeKey = (
   }
 }
 
-/** The URL's password, encoded and decoded (empty when none), to keep out of error messages. */
-const passwordsOf = (url: string): ReadonlyArray<string> => {
-  try {
-    const encoded = new URL(url).password
-    return encoded === "" ? [] : [...new Set([encoded, decodeURIComponent(encoded)])]
-  } catch {
-    return []
-  }
-}
-
 /**
  * The Redis key store at `url`. Scoped: its own client (the limit store's
  * options: no offline queue, 500 ms command timeout, reconnects every ≤ 1 s),
@@ -127,28 +118,11 @@ export const makeRedisKeys = Effect.fnUntraced(function* (url: string) {
   const call = <A>(operation: string, f: () => Promise<A>) =>
     Effect.tryPromise({ try: f, catch: unavailable(operation) })
 
-  const redis = yield* Effect.acquireRelease(
-    Effect.sync(() => {
-      const client = new Redis(url, {
-        lazyConnect: true,
-        enableOfflineQueue: false,
-        maxRetriesPerRequest: 0,
-        commandTimeout: 500,
-        connectTimeout: 1_000,
-        retryStrategy: (attempt) => Math.min(attempt * 100, 1_000),
-      }) as RedisWithScripts
-      // Failures reach callers as KeyStoreUnavailable; the client's own error events are reconnect noise.
-      client.on("error", () => {})
-      client.defineCommand("tollgateKeyRevoke", { lua: REVOKE_LUA, numberOfKeys: 2 })
-      client.defineCommand("tollgateKeyUsed", { lua: USED_LUA, numberOfKeys: 1 })
-      return client
-    }),
-    (client) =>
-      Effect.promise(() =>
-        client.status === "ready" ? client.quit().catch(() => "") : Promise.resolve(""),
-      ).pipe(Effect.ensuring(Effect.sync(() => client.disconnect()))),
-  )
-  yield* Effect.promise(() => redis.connect().catch(() => undefined))
+  // Failures reach callers as KeyStoreUnavailable.
+  const redis = yield* acquireRedis<RedisWithScripts>(url, {
+    tollgateKeyRevoke: { lua: REVOKE_LUA, numberOfKeys: 2 },
+    tollgateKeyUsed: { lua: USED_LUA, numberOfKeys: 1 },
+  })
 
   const table = new KeyTable()
   const lastUse = new LastUse()

@@ -11,6 +11,7 @@
 import { Effect, Layer } from "effect"
 import { Redis } from "ioredis"
 import { ADMIT_LUA } from "./lua/admit.js"
+import { acquireRedis, passwordsOf } from "./redisClient.js"
 import { EXTEND_LUA } from "./lua/extend.js"
 import { SETTLE_LUA } from "./lua/settle.js"
 import { TENANT_STATE_LUA } from "./lua/tenantState.js"
@@ -80,31 +81,13 @@ const make = Effect.fnUntraced(function* (url: string) {
         message: `redis ${operation} failed: ${redact(cause instanceof Error ? cause.message : String(cause))}`,
       })
 
-  const redis = yield* Effect.acquireRelease(
-    Effect.sync(() => {
-      const client = new Redis(url, {
-        lazyConnect: true,
-        enableOfflineQueue: false,
-        maxRetriesPerRequest: 0,
-        commandTimeout: 500,
-        connectTimeout: 1_000,
-        retryStrategy: (attempt) => Math.min(attempt * 100, 1_000),
-      }) as RedisWithScripts
-      // Errors reach callers as StoreError; the client's own error events are only reconnect noise.
-      client.on("error", () => {})
-      client.defineCommand("tollgateAdmit", { lua: ADMIT_LUA, numberOfKeys: 7 })
-      client.defineCommand("tollgateSettle", { lua: SETTLE_LUA, numberOfKeys: 4 })
-      client.defineCommand("tollgateExtend", { lua: EXTEND_LUA, numberOfKeys: 2 })
-      client.defineCommand("tollgateTenantState", { lua: TENANT_STATE_LUA, numberOfKeys: 6 })
-      return client
-    }),
-    (client) =>
-      Effect.promise(() =>
-        client.status === "ready" ? client.quit().catch(() => "") : Promise.resolve(""),
-      ).pipe(Effect.ensuring(Effect.sync(() => client.disconnect()))),
-  )
-  // The first connection attempt, bounded by connectTimeout; a Redis that is down now is retried forever.
-  yield* Effect.promise(() => redis.connect().catch(() => undefined))
+  // Errors reach callers as StoreError.
+  const redis = yield* acquireRedis<RedisWithScripts>(url, {
+    tollgateAdmit: { lua: ADMIT_LUA, numberOfKeys: 7 },
+    tollgateSettle: { lua: SETTLE_LUA, numberOfKeys: 4 },
+    tollgateExtend: { lua: EXTEND_LUA, numberOfKeys: 2 },
+    tollgateTenantState: { lua: TENANT_STATE_LUA, numberOfKeys: 6 },
+  })
 
   /** The connection whose writes this event-loop turn are held back, to go out together (ADR 0039). */
   let corked: { uncork: () => void } | undefined
@@ -316,16 +299,6 @@ const make = Effect.fnUntraced(function* (url: string) {
 
   return Store.of({ admit, settle, extend, tenantState, rememberResponse, responseOwner })
 })
-
-/** The URL's password, encoded and decoded (empty when none), to keep out of error messages. */
-const passwordsOf = (url: string): ReadonlyArray<string> => {
-  try {
-    const encoded = new URL(url).password
-    return encoded === "" ? [] : [...new Set([encoded, decodeURIComponent(encoded)])]
-  } catch {
-    return []
-  }
-}
 
 /**
  * The Redis store at `url` (`redis://[user:pass@]host:port/db`). Scoped: the

@@ -4,6 +4,7 @@ import { connect, type Socket } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { eventually } from "../support/harness.js"
 import { stringify } from "yaml"
 import { generateKey, hashKey } from "../../src/keys/keys.js"
 import {
@@ -50,13 +51,8 @@ const open = (url: string, head: string, body?: Buffer): Promise<RawRequest> =>
     socket.once("error", reject)
   })
 
-const until = async (condition: () => boolean | Promise<boolean>, timeoutMs = 30_000): Promise<void> => {
-  const deadline = Date.now() + timeoutMs
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error("condition not met in time")
-    await new Promise((r) => setTimeout(r, 50))
-  }
-}
+const until = (condition: () => boolean | Promise<boolean>, timeoutMs = 30_000) =>
+  eventually(condition, timeoutMs)
 
 const head = (key: string, lengthHeader: string) =>
   `POST /v1/messages HTTP/1.1\r\nhost: tollgate\r\nx-api-key: ${key}\r\nanthropic-version: 2023-06-01\r\n` +

@@ -3,6 +3,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { eventually } from "../support/harness.js"
 import { stringify } from "yaml"
 import { generateKey, hashKey } from "../../src/keys/keys.js"
 import {
@@ -13,13 +14,8 @@ import {
   type Running,
 } from "../support/processes.js"
 
-const until = async (condition: () => boolean | Promise<boolean>, timeoutMs = 15_000): Promise<void> => {
-  const deadline = Date.now() + timeoutMs
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error("condition not met in time")
-    await new Promise((r) => setTimeout(r, 25))
-  }
-}
+const until = (condition: () => boolean | Promise<boolean>, timeoutMs = 15_000) =>
+  eventually(condition, timeoutMs)
 
 /**
  * Issue #17, reload (ADR 0052), against the built binary and a real SIGHUP:
