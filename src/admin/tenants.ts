@@ -76,6 +76,7 @@ export const tenantView = (
   limits: {
     requests_per_minute: tenant.limits.requestsPerMinute ?? null,
     tokens_per_minute: tenant.limits.tokensPerMinute ?? null,
+    concurrent_requests: tenant.limits.concurrentRequests ?? null,
   },
   budgets: { month: budget(tenant.budgets.month), session: budget(tenant.budgets.session) },
   ...(typeof state === "string"

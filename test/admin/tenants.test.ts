@@ -122,7 +122,7 @@ describe("/admin/tenants", () => {
     expect(acme).toMatchObject({
       keys: ["ci"],
       routes: "*",
-      limits: { requests_per_minute: 100, tokens_per_minute: 1_000_000 },
+      limits: { requests_per_minute: 100, tokens_per_minute: 1_000_000, concurrent_requests: null },
       budgets: {
         month: { limit_micro_usd: 50_000_000, limit_usd: 50, mode: "hard" },
         session: { limit_micro_usd: 5_000_000, limit_usd: 5, mode: "soft" },
@@ -153,7 +153,7 @@ describe("/admin/tenants", () => {
 
     expect(globex).toMatchObject({
       routes: ["claude"],
-      limits: { requests_per_minute: null, tokens_per_minute: null },
+      limits: { requests_per_minute: null, tokens_per_minute: null, concurrent_requests: null },
       budgets: { month: null, session: null },
       month: { spend_micro_usd: spendOf(records, (r) => r.tenant === "globex"), remaining_micro_usd: null },
       sessions: [{ id: expect.stringMatching(/^d-[0-9a-f]{24}$/) }],
