@@ -17,23 +17,23 @@ export interface BufferBudget {
 /** `tenants`: how many tenants are configured (now); with one, it may hold the whole budget. */
 export const makeBufferBudget = (maxBytes: number, tenants: () => number = () => 2): BufferBudget => {
   const half = Math.floor(maxBytes / 2)
-  const byTenant = new Map<string, number>()
+  // One counter per tenant that ever sent a body (tenants come from the config): no map churn per request.
+  const byTenant = new Map<string, { held: number }>()
   let total = 0
   return {
     take: (tenant, bytes) => {
-      const mine = byTenant.get(tenant) ?? 0
-      if (total + bytes > maxBytes || mine + bytes > (tenants() > 1 ? half : maxBytes)) return false
+      let mine = byTenant.get(tenant)
+      if (mine === undefined) byTenant.set(tenant, (mine = { held: 0 }))
+      if (total + bytes > maxBytes || mine.held + bytes > (tenants() > 1 ? half : maxBytes)) return false
       total += bytes
-      byTenant.set(tenant, mine + bytes)
+      mine.held += bytes
       return true
     },
     give: (tenant, bytes) => {
-      if (bytes <= 0) return
+      const mine = byTenant.get(tenant)
+      if (bytes <= 0 || mine === undefined) return
       total -= bytes
-      const left = (byTenant.get(tenant) ?? 0) - bytes
-      // A tenant holding nothing has no entry: the map is as large as the tenants with bodies in memory.
-      if (left > 0) byTenant.set(tenant, left)
-      else byTenant.delete(tenant)
+      mine.held -= bytes
     },
     held: () => total,
   }
