@@ -32,8 +32,11 @@ export const appLayer = (
     /** A store shared with other copies (tests of several copies in one process). */
     readonly store?: Layer.Layer<Store, unknown>
     readonly telemetry?: Layer.Layer<Telemetry>
-    /** Reload on SIGHUP (default true; tests of one process running several gateways turn it off). */
-    readonly reloadOnSignal?: boolean
+    /**
+     * Reload on SIGHUP (default true); `"ignore"`: SIGHUP does nothing (the demo's config is not a file);
+     * false: not handled (tests of one process running several gateways).
+     */
+    readonly reloadOnSignal?: boolean | "ignore"
   } = {},
 ) => {
   const store =

@@ -17,7 +17,13 @@ export const toRow = (columns: Columns, record: UsageRecord): Row | undefined =>
   return {
     ts,
     key: columns.keyOf(record.tenant, record.key_id),
-    target: columns.targetOf(record.route, record.provider, record.model),
+    // A route no config had (a 404 for the client's own `model` string) is not kept by name: the index would
+    // grow with whatever names clients send. The file keeps it.
+    target: columns.targetOf(
+      record.error === "route_not_found" ? "" : record.route,
+      record.provider,
+      record.model,
+    ),
     session: columns.sessions.intern(record.session),
     input: record.input_tokens,
     output: record.output_tokens,

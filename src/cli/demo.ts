@@ -85,6 +85,8 @@ export const demo = (listen: ListenAddress) =>
     return yield* runGateway(config, {
       warnings,
       prices: "built in (claude-sonnet-5-5, gpt-5-mini)",
+      // Its config is built in memory: there is no file to read again (SIGHUP is ignored).
+      reloadOnSignal: "ignore",
       listenHint: "pass --listen HOST:PORT (npm run demo -- --listen 127.0.0.1:9000)",
       onListening: (url) =>
         Console.log(

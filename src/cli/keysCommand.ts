@@ -19,7 +19,7 @@ export const keyCreatedText = (tenant: string, id: string, secret: string): stri
     `secret (shown only once; give it to the client): ${secret}`,
     "(On a running gateway, POST /admin/keys creates a key that works at once, without a restart.)",
     "",
-    `Add this entry under ${formatPath(["tenants", tenant, "keys"])} in the config, then restart Tollgate:`,
+    `Add this entry under ${formatPath(["tenants", tenant, "keys"])} in the config, then reload Tollgate (kill -HUP, or POST /admin/reload):`,
     "",
     keyEntryYaml(id, hashKey(secret)),
   ].join("\n")

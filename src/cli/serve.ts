@@ -18,6 +18,8 @@ export interface RunOptions {
   readonly listenHint: string
   /** Runs once the server listens, after the startup lines. */
   readonly onListening?: (url: string) => Effect.Effect<void>
+  /** Reload on SIGHUP (default true; `"ignore"` for the demo, whose config is not a file to read again). */
+  readonly reloadOnSignal?: boolean | "ignore"
 }
 
 /** The store as the summary names it: `memory`, or the Redis URL without its credentials. */
@@ -79,7 +81,9 @@ export const runGateway = (config: TollgateConfig, options: RunOptions) =>
         openAtStop === undefined ? Effect.void : Effect.logInfo("stopped", { drained: openAtStop }),
       )
       // `OpenRequests.layer` is the gateway's own instance: a layer is built once per build (memoized).
-      const context = yield* Layer.build(Layer.merge(appLayer(config), OpenRequests.layer)).pipe(
+      const context = yield* Layer.build(
+        Layer.merge(appLayer(config, { reloadOnSignal: options.reloadOnSignal ?? true }), OpenRequests.layer),
+      ).pipe(
         Effect.catchIf(
           (error): error is ListenError => error instanceof ListenError,
           (error) => cannotListen(config.server, error, options.listenHint),

@@ -61,12 +61,13 @@ export class LiveConfig extends Context.Service<
             const previous = current
             const prepared: Array<Prepared> = []
             for (const participant of participants) {
-              const result = yield* Effect.result(participant(next, previous))
-              if (result._tag === "Failure") {
+              // Any end but success (a refusal, a defect) undoes what the others prepared.
+              const exit = yield* Effect.exit(participant(next, previous))
+              if (exit._tag === "Failure") {
                 yield* Effect.forEach(prepared.reverse(), (p) => p.abort, { discard: true })
-                return yield* result.failure
+                return yield* Effect.failCause(exit.cause)
               }
-              prepared.push(result.success)
+              prepared.push(exit.value)
             }
             for (const p of prepared) p.commit()
             current = next

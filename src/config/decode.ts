@@ -5,6 +5,7 @@
  */
 import { vertexBaseUrl } from "../domain/providerDefaults.js"
 import * as NodePath from "node:path"
+import { readFileSync } from "node:fs"
 import { totalmem } from "node:os"
 import { Effect, Result, Schema } from "effect"
 import {
@@ -292,6 +293,15 @@ const readFirst = (
     return undefined
   })
 
+/** Whether `other` exists and its bytes differ from `file`'s (unreadable counts as not existing). */
+const differs = (file: string, other: string): boolean => {
+  try {
+    return !readFileSync(file).equals(readFileSync(other))
+  } catch {
+    return false
+  }
+}
+
 /**
  * The price table from `inline`, or from the first of `candidates` that exists (several only
  * when `pricing.file` is absent). Problems are pushed and `prices` is `undefined` when it is
@@ -322,6 +332,14 @@ const loadPrices = (
       file = read.success.file
       warnings.push(...read.success.warnings.map((warning) => `pricing.file: ${file}:${warning}`))
       raw = read.success.value
+      // Both defaults exist and differ: the one beside the config wins (ADR 0051), which an older setup may not
+      // expect — say so rather than bill from a file nobody meant.
+      const other = candidates[1]
+      if (!from.explicit && other !== undefined && file === candidates[0] && differs(file, other)) {
+        warnings.push(
+          `pricing.file: not set; using ${file} (beside the config), while ${other} also exists with other content; set pricing.file to the table you mean`,
+        )
+      }
     }
     const decoded = decodePriceTable(Array.isArray(raw) ? { prices: raw } : raw, file)
     if (Result.isSuccess(decoded)) return { file, prices: decoded.success }

@@ -5,6 +5,7 @@ import { createServer, type IncomingMessage, type Server as NodeServer, type Ser
 import type { AddressInfo } from "node:net"
 import { Config } from "../config/Config.js"
 import { LiveConfig } from "../config/LiveConfig.js"
+import { Reload } from "../ops/Reload.js"
 import { AdminApi } from "../admin/AdminApi.js"
 import { Gateway } from "../gateway/Gateway.js"
 import { KeyStore } from "../keys/KeyStore.js"
@@ -54,6 +55,7 @@ export const layer = Layer.effect(
   Effect.gen(function* () {
     const config = yield* Config
     const live = yield* LiveConfig
+    const reloader = yield* Reload
     const gateway = yield* Gateway
     const limits = yield* Limits
     const admin = yield* AdminApi
@@ -115,6 +117,8 @@ export const layer = Layer.effect(
           }),
         ),
     )
+    // Every part of the request path has registered for reloads: a SIGHUP that came during start applies now.
+    reloader.markReady()
     return { url: `http://${formatHost(address.address)}:${address.port}`, port: address.port }
   }),
 )

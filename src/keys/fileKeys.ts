@@ -161,6 +161,9 @@ const appendLines = (file: string, lines: string): void => {
   const data = endsTorn(file) ? `\n${lines}` : lines
   const fd = fs.openSync(file, "a", 0o600)
   try {
+    // The mode of `open` applies only to a new file: one that already existed (restored, touched) is made
+    // 0600 as well.
+    fs.fchmodSync(fd, 0o600)
     writeAllSync(fd, data)
     fs.fsyncSync(fd)
   } finally {
@@ -173,6 +176,7 @@ const rewrite = (file: string, lines: string): void => {
   const temporary = `${file}.${process.pid}.tmp`
   const fd = fs.openSync(temporary, "w", 0o600)
   try {
+    fs.fchmodSync(fd, 0o600)
     writeAllSync(fd, lines)
     fs.fsyncSync(fd)
   } finally {

@@ -4,7 +4,7 @@
  *     tollgate:{TENANT}:keys          hash  id → {"sha256","created_at","expires_at"} (JSON, epoch ms)
  *     tollgate:{TENANT}:keys:revoked  hash  id → revoked_at (epoch ms)
  *     tollgate:{TENANT}:keys:used     hash  id → last_used_at (epoch ms; config keys too)
- *     tollgate:{keys:index}:tenants   set   the tenants that have runtime keys
+ *     tollgate:{keys:index}:tenants   set   the tenants that have runtime keys or a noted last use
  *     tollgate:{keys:index}:version   int   incremented after every create and revoke
  *
  * A tenant's keys carry the tenant as their hash tag, as the limit store's do
@@ -208,6 +208,9 @@ export const makeRedisKeys = Effect.fnUntraced(function* (url: string) {
           tenantKeys(tenant).used,
           ...args,
         )
+        // The index names every tenant whose keys have a last use (config keys too): the other copies read
+        // last use by it.
+        pipeline.sadd(TENANTS_KEY, tenant)
       }
       const replies = (await pipeline.exec()) ?? []
       for (const [error] of replies) if (error) throw error

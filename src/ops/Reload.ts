@@ -5,7 +5,7 @@
  * (`LiveConfig.swap`), an invalid one changes nothing and each problem is
  * logged at `error`.
  */
-import { Context, Effect, Layer } from "effect"
+import { Cause, Context, Effect, Layer, Option, Semaphore } from "effect"
 import { Config } from "../config/Config.js"
 import { LiveConfig } from "../config/LiveConfig.js"
 import { loadConfig, type Loaded } from "../config/load.js"
@@ -27,6 +27,8 @@ export class Reload extends Context.Service<
   {
     /** Reads the config again and applies it when valid (one reload at a time). */
     readonly reload: (trigger: "signal" | "admin") => Effect.Effect<ReloadOutcome>
+    /** The gateway serves: a SIGHUP that came while it started is applied now, later ones at once. */
+    readonly markReady: () => void
   }
 >()("tollgate/ops/Reload") {}
 
@@ -64,7 +66,8 @@ const summary = (config: TollgateConfig) => ({
  */
 export const layer = (
   options: {
-    readonly signals?: boolean
+    /** `true`: reload on SIGHUP; `"ignore"`: SIGHUP does nothing (a config that is not a file); default: not handled. */
+    readonly signals?: boolean | "ignore"
     readonly load?: Effect.Effect<Loaded, ConfigInvalid>
   } = {},
 ): Layer.Layer<Reload, never, Config | LiveConfig | Telemetry> =>
@@ -92,7 +95,12 @@ export const layer = (
           }),
         )
 
+      // One reload at a time, from reading the file to the swap: a slower read of an older file never
+      // lands after a newer one.
+      const lock = yield* Semaphore.make(1)
       const reload = (trigger: "signal" | "admin"): Effect.Effect<ReloadOutcome> =>
+        lock.withPermits(1)(attempt(trigger))
+      const attempt = (trigger: "signal" | "admin"): Effect.Effect<ReloadOutcome> =>
         Effect.gen(function* () {
           const loaded = yield* Effect.result(load)
           if (loaded._tag === "Failure") return yield* refused(trigger, loaded.failure.problems)
@@ -103,22 +111,46 @@ export const layer = (
             server: { ...file.server, host: started.server.host, port: started.server.port },
           }
           const warnings = [...loaded.success.warnings, ...restartOnly(started, next)]
-          const swapped = yield* Effect.result(live.swap(next))
-          if (swapped._tag === "Failure") return yield* refused(trigger, swapped.failure.problems)
+          const swapped = yield* Effect.exit(live.swap(next))
+          if (swapped._tag === "Failure") {
+            const failure = Cause.findErrorOption(swapped.cause)
+            return yield* refused(
+              trigger,
+              Option.isSome(failure)
+                ? failure.value.problems
+                : [`internal error: ${Cause.pretty(swapped.cause)}`],
+            )
+          }
           telemetry.configReloaded("ok")
           yield* Effect.forEach(warnings, (warning) => Effect.logWarning(warning), { discard: true })
           yield* Effect.logInfo("config reloaded").pipe(Effect.annotateLogs({ trigger, ...summary(next) }))
           return { ok: true, problems: [], warnings }
         })
 
-      if (options.signals === true) {
-        const run = Effect.runForkWith(yield* Effect.context<never>())
-        const onSignal = () => void run(reload("signal"))
+      // A SIGHUP before the gateway serves is kept and applied once it does (`ready`): the request path's
+      // parts register for reloads while the layers are built.
+      let ready = false
+      let pendingSignal = false
+      const run = Effect.runForkWith(yield* Effect.context<never>())
+      const markReady = () => {
+        ready = true
+        if (pendingSignal) {
+          pendingSignal = false
+          run(reload("signal"))
+        }
+      }
+      if (options.signals === true || options.signals === "ignore") {
+        const reloads = options.signals === true
+        const onSignal = () => {
+          if (!reloads) return
+          if (ready) run(reload("signal"))
+          else pendingSignal = true
+        }
         yield* Effect.acquireRelease(
           Effect.sync(() => process.on("SIGHUP", onSignal)),
           () => Effect.sync(() => process.off("SIGHUP", onSignal)),
         )
       }
-      return { reload }
+      return { reload, markReady }
     }),
   )

@@ -109,8 +109,10 @@ describe("tollgate config validate --config other/dir/tollgate.yaml", () => {
         )
         const { out, err } = yield* printed
         assert.deepStrictEqual(err, [])
+        // Run from the repository, whose config/pricing.yaml is another table: that is said too (ADR 0051).
         assert.deepStrictEqual(out, [
           "ok",
+          `warning: pricing.file: not set; using ${join(dir, "pricing.yaml")} (beside the config), while ${join(process.cwd(), "config/pricing.yaml")} also exists with other content; set pricing.file to the table you mean`,
           `warning: routes.a.targets[1]: provider "openai" model "free" has no price in ${join(dir, "pricing.yaml")}: its requests will be recorded at cost 0 (add a row for it to the price table)`,
         ])
       }),

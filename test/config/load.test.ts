@@ -89,6 +89,19 @@ describe("loadConfig", () => {
           beside.config.prices.map((price) => price.model),
           ["claude-sonnet-5-5"],
         )
+        // …and since the two differ, a warning names both (an older setup may have meant the other).
+        assert.isTrue(
+          beside.warnings.some(
+            (w) =>
+              w.includes(join(both.dir, "etc/pricing.yaml")) &&
+              w.includes(join(both.dir, "config/pricing.yaml")) &&
+              w.includes("set pricing.file"),
+          ),
+        )
+        // The same content in both: nothing to warn about.
+        const same = setup("", { "etc/pricing.yaml": PRICING, "config/pricing.yaml": PRICING })
+        const quiet = yield* decodeConfig({}, { path: same.path, mode: "validate", cwd: same.dir })
+        assert.isFalse(quiet.warnings.some((w) => w.includes("also exists")))
         // Only the old default: still read (configs that relied on it keep working).
         const old = setup("", { "config/pricing.yaml": "prices: []\n" })
         const fallback = yield* decodeConfig({}, { path: old.path, mode: "validate", cwd: old.dir })
