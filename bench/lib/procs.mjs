@@ -3,7 +3,7 @@
 // child still running when the bench exits — normally, on a signal, or on an error (and, where `setpriv`
 // exists, the kernel kills them when the bench itself is killed).
 import { spawn } from "node:child_process"
-import { accessSync, closeSync, constants, openSync, readFileSync } from "node:fs"
+import { accessSync, closeSync, constants, openSync, readFileSync, readSync } from "node:fs"
 import { readFile } from "node:fs/promises"
 import { delimiter, join } from "node:path"
 
@@ -112,7 +112,25 @@ export const shebangNodeArgs = (script) => {
 }
 
 /**
- * Starts a server (`node ...nodeArgs script ...args`) with stdout and stderr in `logFile` and waits until the log
+ * Whether `path` is a native executable (an ELF or Mach-O file, such as `dist/tollgate` from
+ * `npm run build:exe`) rather than a script to run with `node`.
+ */
+export const isNativeExecutable = (path) => {
+  try {
+    const fd = openSync(path, "r")
+    const head = Buffer.alloc(4)
+    readSync(fd, head, 0, 4, 0)
+    closeSync(fd)
+    const magic = head.readUInt32BE(0)
+    return magic === 0x7f454c46 || magic === 0xcffaedfe || magic === 0xfeedfacf
+  } catch {
+    return false
+  }
+}
+
+/**
+ * Starts a server (`node ...nodeArgs script ...args`, or `script ...args` when `script` is a native executable,
+ * which then carries its own Node options) with stdout and stderr in `logFile` and waits until the log
  * shows `listening on http://HOST:PORT`. Resolves `{ child, url, logFile }`; rejects with the log's tail
  * when the process exits first or `timeoutMs` (default 20000) passes. `pipeStdin` gives the child a stdin
  * pipe that closes when the bench dies (the bench's own servers exit on that).
@@ -129,10 +147,14 @@ export const startServer = async ({
 }) => {
   const fd = openSync(logFile, "a")
   const child = track(
-    spawnChild(process.execPath, [...nodeArgs, script, ...args], {
-      env: { ...process.env, ...env },
-      stdio: [pipeStdin ? "pipe" : "ignore", fd, fd],
-    }),
+    spawnChild(
+      isNativeExecutable(script) ? script : process.execPath,
+      isNativeExecutable(script) ? args : [...nodeArgs, script, ...args],
+      {
+        env: { ...process.env, ...env },
+        stdio: [pipeStdin ? "pipe" : "ignore", fd, fd],
+      },
+    ),
   )
   closeSync(fd)
   const deadline = performance.now() + timeoutMs

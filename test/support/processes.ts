@@ -19,16 +19,23 @@ export interface Running {
   readonly stop: (signal?: NodeJS.Signals) => Promise<number | null>
 }
 
-/** Starts a built binary with plain `node` and waits for its `listening on URL` line. */
-export const startBinary = (
-  binary: string,
+/** How to run a command: its environment (the whole of it) and working directory. */
+export interface CommandOptions {
+  readonly env: NodeJS.ProcessEnv
+  readonly cwd?: string
+}
+
+/** Starts `command args` and waits for its `listening on URL` line. */
+export const startCommand = (
+  command: string,
   args: ReadonlyArray<string>,
-  env: Record<string, string> = {},
+  options: CommandOptions,
   timeoutMs = 15_000,
 ): Promise<Running> =>
   new Promise((resolvePromise, reject) => {
-    const child = spawn(process.execPath, [binary, ...args], {
-      env: { ...process.env, ...env },
+    const child = spawn(command, args, {
+      env: options.env,
+      ...(options.cwd === undefined ? {} : { cwd: options.cwd }),
       stdio: ["ignore", "pipe", "pipe"],
     })
     let output = ""
@@ -62,15 +69,16 @@ export const startBinary = (
     })
   })
 
-/** Runs a built binary to completion. */
-export const runBinary = (
-  binary: string,
+/** Runs `command args` to completion. */
+export const runCommand = (
+  command: string,
   args: ReadonlyArray<string>,
-  env: Record<string, string> = {},
+  options: CommandOptions,
 ): Promise<{ code: number | null; stdout: string; stderr: string }> =>
   new Promise((done) => {
-    const child = spawn(process.execPath, [binary, ...args], {
-      env: { ...process.env, ...env },
+    const child = spawn(command, args, {
+      env: options.env,
+      ...(options.cwd === undefined ? {} : { cwd: options.cwd }),
       stdio: ["ignore", "pipe", "pipe"],
     })
     let stdout = ""
@@ -80,24 +88,43 @@ export const runBinary = (
     child.on("exit", (code) => done({ code, stdout, stderr }))
   })
 
+/** Starts a built binary with plain `node` and waits for its `listening on URL` line. */
+export const startBinary = (
+  binary: string,
+  args: ReadonlyArray<string>,
+  env: Record<string, string> = {},
+  timeoutMs = 15_000,
+): Promise<Running> =>
+  startCommand(process.execPath, [binary, ...args], { env: { ...process.env, ...env } }, timeoutMs)
+
+/** Runs a built binary to completion. */
+export const runBinary = (
+  binary: string,
+  args: ReadonlyArray<string>,
+  env: Record<string, string> = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> =>
+  runCommand(process.execPath, [binary, ...args], { env: { ...process.env, ...env } })
+
 /** The upstream key variable of `startGateway`'s config. */
 export const GATEWAY_UPSTREAM_KEY_ENV = "TG_TEST_UPSTREAM_KEY"
 
-/**
- * Writes `tollgate.yaml` and `pricing.yaml` into `dir` — one Anthropic
- * provider `provider` at `upstreamUrl`, a route `claude` to its
- * `claude-sonnet-5-5`, tenant `acme` with key id `ci` — and starts the built
- * `tollgate serve` on it. `server` and `tenant` add to those sections.
- */
-export const startGateway = (options: {
+/** The options of `writeGatewayConfig` and `startGateway`. */
+export interface GatewayConfigOptions {
   readonly dir: string
   readonly upstreamUrl: string
   readonly keyHash: string
-  readonly upstreamKey: string
   readonly provider?: string
   readonly server?: Record<string, unknown>
   readonly tenant?: Record<string, unknown>
-}): Promise<Running> => {
+}
+
+/**
+ * Writes `tollgate.yaml` and `pricing.yaml` into `dir` — one Anthropic
+ * provider `provider` at `upstreamUrl` (its key in `GATEWAY_UPSTREAM_KEY_ENV`),
+ * a route `claude` to its `claude-sonnet-5-5`, tenant `acme` with key id `ci`
+ * — and returns the config's path. `server` and `tenant` add to those sections.
+ */
+export const writeGatewayConfig = (options: GatewayConfigOptions): string => {
   const provider = options.provider ?? "fake"
   writeFileSync(
     join(options.dir, "pricing.yaml"),
@@ -105,8 +132,9 @@ export const startGateway = (options: {
       prices: [{ model: "claude-sonnet-5-5", input: 3, output: 10, cache_read: 0.3, cache_write: 3.75 }],
     }),
   )
+  const config = join(options.dir, "tollgate.yaml")
   writeFileSync(
-    join(options.dir, "tollgate.yaml"),
+    config,
     stringify({
       server: { listen: "127.0.0.1:0", ...options.server },
       usage: { file: "usage.jsonl" },
@@ -122,10 +150,16 @@ export const startGateway = (options: {
       tenants: { acme: { keys: [{ id: "ci", sha256: options.keyHash }], routes: "*", ...options.tenant } },
     }),
   )
-  return startBinary(TOLLGATE, ["serve", "--config", join(options.dir, "tollgate.yaml")], {
+  return config
+}
+
+/** Writes the config of `writeGatewayConfig` and starts the built `tollgate serve` on it. */
+export const startGateway = (
+  options: GatewayConfigOptions & { readonly upstreamKey: string },
+): Promise<Running> =>
+  startBinary(TOLLGATE, ["serve", "--config", writeGatewayConfig(options)], {
     [GATEWAY_UPSTREAM_KEY_ENV]: options.upstreamKey,
   })
-}
 
 /**
  * A fresh folder (`tollgate-NAME-…` in the temp dir) and client key, the
