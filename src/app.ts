@@ -20,6 +20,7 @@ import type { Store } from "./limits/Store.js"
 import * as OpenRequests from "./ops/OpenRequests.js"
 import * as Metrics from "./ops/Metrics.js"
 import * as Reload from "./ops/Reload.js"
+import * as Tracing from "./ops/Tracing.js"
 import type { Telemetry } from "./ops/Telemetry.js"
 
 /**
@@ -60,5 +61,10 @@ export const appLayer = (
     Layer.provideMerge(LiveConfig.layer),
     Layer.provideMerge(Config.layerFrom(config)),
   )
-  return Server.layer.pipe(Layer.provide(Layer.merge(Gateway.layer, AdminApi.layer)), Layer.provide(base))
+  // Tracing (`telemetry.otlp_endpoint`): the OTLP tracer under everything, flushed last at shutdown; nothing when off.
+  return Server.layer.pipe(
+    Layer.provide(Layer.merge(Gateway.layer, AdminApi.layer)),
+    Layer.provide(base),
+    Layer.provide(Tracing.layer(config.telemetry)),
+  )
 }

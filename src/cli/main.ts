@@ -7,6 +7,7 @@ import { keysCommand } from "./keysCommand.js"
 import { configOption, configPathEnv, defaultListen, listenOption, resolveConfigPath } from "./options.js"
 import { logFormatOption, withLogFormat, withLogLevel } from "./options.js"
 import { serve } from "./serve.js"
+import { VERSION } from "../version.js"
 
 /** The variables a gateway reads (serve; demo reads the admin one only). */
 const adminTokenEnv: EnvVarDoc = {
@@ -84,4 +85,4 @@ export const tollgate = Command.make("tollgate").pipe(
 )
 
 /** Runs `tollgate` on the process arguments (from the `Stdio` service). */
-export const cli = Command.run(tollgate, { version: "0.1.0" })
+export const cli = Command.run(tollgate, { version: VERSION })

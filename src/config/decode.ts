@@ -62,6 +62,7 @@ const topLevelKeys = [
   "breaker",
   "timeouts",
   "sessions",
+  "telemetry",
   "providers",
   "routes",
   "tenants",
@@ -112,6 +113,7 @@ export const decodeConfig = Effect.fn("Config.decode")(function* (raw: unknown, 
   const breaker = section("breaker", S.BreakerSection)
   const timeouts = section("timeouts", S.TimeoutsSection)
   const sessions = section("sessions", S.SessionsSection)
+  const telemetry = section("telemetry", S.TelemetrySection)
   const providerFiles = decodeNamed("providers", root.providers, S.Provider, salvageProvider, problems)
   const routeFiles = decodeNamed("routes", root.routes, S.Route, salvageRoute, problems)
   const tenantFiles = decodeNamed("tenants", root.tenants, S.Tenant, salvageTenant, problems)
@@ -210,6 +212,12 @@ export const decodeConfig = Effect.fn("Config.decode")(function* (raw: unknown, 
     breaker,
     timeouts,
     sessions,
+    telemetry: {
+      otlpEndpoint: telemetry.otlpEndpoint,
+      otlpProtocol: telemetry.otlpProtocol,
+      serviceName: telemetry.serviceName,
+      sampleRatio: telemetry.sampleRatio,
+    },
     providers,
     routes,
     tenants,

@@ -161,6 +161,21 @@ export interface PriceEntry {
   readonly cacheWrite: number
 }
 
+/** `telemetry:` (SPEC "Tracing"). */
+export interface TelemetryConfig {
+  /**
+   * OTLP/HTTP collector root without a trailing slash; spans go to `{otlpEndpoint}/v1/traces`.
+   * Tracing is off when undefined (the default).
+   */
+  readonly otlpEndpoint: string | undefined
+  /** Default `http/json`. */
+  readonly otlpProtocol: "http/json" | "http/protobuf"
+  /** The `service.name` resource. Default `tollgate`. */
+  readonly serviceName: string
+  /** Share of traces kept, 0..1. Default 1. */
+  readonly sampleRatio: number
+}
+
 export interface TollgateConfig {
   /** Absolute path of the config file; relative paths below were resolved against its folder. */
   readonly path: string
@@ -182,6 +197,7 @@ export interface TollgateConfig {
     /** Most live sessions kept per tenant; past it the least recently used is evicted. Default 10,000. */
     readonly maxPerTenant: number
   }
+  readonly telemetry: TelemetryConfig
   readonly providers: ReadonlyMap<string, ProviderConfig>
   readonly routes: ReadonlyMap<string, RouteConfig>
   readonly tenants: ReadonlyMap<string, TenantConfig>

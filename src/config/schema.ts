@@ -145,6 +145,34 @@ export const SessionsSection = Schema.Struct({
   maxPerTenant: withDefault(PositiveInt, 10_000),
 }).pipe(Schema.encodeKeys({ maxPerTenant: "max_per_tenant" }), mapping)
 
+/** A sample ratio: 0 (no trace is kept) to 1 (every trace). */
+const SampleRatio = says(
+  "must be a number from 0 to 1",
+  Schema.Number.check(Schema.isGreaterThanOrEqualTo(0), Schema.isLessThanOrEqualTo(1)),
+)
+
+/**
+ * `telemetry:` — tracing is off while `otlp_endpoint` is absent; `otlp_protocol`
+ * defaults to `http/json`, `service_name` to `tollgate`, `sample_ratio` to 1.
+ */
+export const TelemetrySection = Schema.Struct({
+  otlpEndpoint: Schema.optionalKey(BaseUrl),
+  otlpProtocol: withDefault(
+    says('must be "http/json" or "http/protobuf"', Schema.Literals(["http/json", "http/protobuf"])),
+    "http/json",
+  ),
+  serviceName: withDefault(Name, "tollgate"),
+  sampleRatio: withDefault(SampleRatio, 1),
+}).pipe(
+  Schema.encodeKeys({
+    otlpEndpoint: "otlp_endpoint",
+    otlpProtocol: "otlp_protocol",
+    serviceName: "service_name",
+    sampleRatio: "sample_ratio",
+  }),
+  mapping,
+)
+
 const GcpRegion = says(
   "must be a Google Cloud region, e.g. us-east5 or global",
   Schema.String.check(Schema.isPattern(/^[a-z][a-z0-9-]*$/)),

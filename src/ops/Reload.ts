@@ -50,6 +50,7 @@ const restartOnly = (from: TollgateConfig, to: TollgateConfig): Array<string> =>
   differ("store", from.store, to.store)
   differ("usage.file", from.usageFile, to.usageFile)
   differ("keys.file", from.keysFile, to.keysFile)
+  differ("telemetry", from.telemetry, to.telemetry)
   return changed
 }
 

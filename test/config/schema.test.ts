@@ -192,6 +192,13 @@ describe("defaults", () => {
         totalMs: 600_000,
       })
       assert.deepStrictEqual(config.sessions, { derive: true, maxPerTenant: 10_000 })
+      // Tracing is off until telemetry.otlp_endpoint is set.
+      assert.deepStrictEqual(config.telemetry, {
+        otlpEndpoint: undefined,
+        otlpProtocol: "http/json",
+        serviceName: "tollgate",
+        sampleRatio: 1,
+      })
       assert.strictEqual(config.providers.size, 0)
     }),
   )
@@ -320,6 +327,76 @@ describe("per-route overrides", () => {
       const gpt = config.routes.get("gpt")!
       assert.deepStrictEqual(gpt.retry, config.retry)
       assert.deepStrictEqual(gpt.timeouts, config.timeouts)
+    }),
+  )
+})
+
+describe("telemetry", () => {
+  it.effect("decodes every key; the endpoint loses its trailing slash", () =>
+    Effect.gen(function* () {
+      const raw = patch(baseConfig(), ["telemetry"], {
+        otlp_endpoint: "http://127.0.0.1:4318/",
+        otlp_protocol: "http/protobuf",
+        service_name: "gateway-eu",
+        sample_ratio: 0.1,
+      })
+      const { config } = yield* decode(raw)
+      assert.deepStrictEqual(config.telemetry, {
+        otlpEndpoint: "http://127.0.0.1:4318",
+        otlpProtocol: "http/protobuf",
+        serviceName: "gateway-eu",
+        sampleRatio: 0.1,
+      })
+    }),
+  )
+
+  it.effect("an endpoint alone gets the other defaults", () =>
+    Effect.gen(function* () {
+      const { config } = yield* decode(
+        patch(baseConfig(), ["telemetry"], { otlp_endpoint: "https://otel.internal:4318" }),
+      )
+      assert.deepStrictEqual(config.telemetry, {
+        otlpEndpoint: "https://otel.internal:4318",
+        otlpProtocol: "http/json",
+        serviceName: "tollgate",
+        sampleRatio: 1,
+      })
+    }),
+  )
+
+  it.effect("sample_ratio may be 0 or 1", () =>
+    Effect.gen(function* () {
+      for (const ratio of [0, 1]) {
+        const { config } = yield* decode(patch(baseConfig(), ["telemetry", "sample_ratio"], ratio))
+        assert.strictEqual(config.telemetry.sampleRatio, ratio)
+      }
+    }),
+  )
+
+  it.effect("reports each bad value with its path", () =>
+    Effect.gen(function* () {
+      const problems = yield* problemsOf(
+        patch(baseConfig(), ["telemetry"], {
+          otlp_endpoint: "grpc://127.0.0.1:4317",
+          otlp_protocol: "grpc",
+          service_name: " tollgate",
+          sample_ratio: 1.5,
+        }),
+      )
+      assert.deepStrictEqual(problems, [
+        "telemetry.otlp_endpoint: must be an http:// or https:// URL, e.g. https://api.anthropic.com",
+        'telemetry.otlp_protocol: must be "http/json" or "http/protobuf"',
+        "telemetry.service_name: must be a non-empty string without leading or trailing spaces",
+        "telemetry.sample_ratio: must be a number from 0 to 1",
+      ])
+    }),
+  )
+
+  it.effect("an unknown key is an error", () =>
+    Effect.gen(function* () {
+      const problems = yield* problemsOf(patch(baseConfig(), ["telemetry", "otlp_headers"], { a: "b" }))
+      assert.strictEqual(problems.length, 1)
+      assert.match(problems[0]!, /^telemetry\.otlp_headers: unknown key \(expected one of: otlp_endpoint, /)
     }),
   )
 })
