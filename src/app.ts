@@ -18,6 +18,7 @@ import { layerMemory } from "./limits/memoryStore.js"
 import { layerRedis } from "./limits/redisStore.js"
 import type { Store } from "./limits/Store.js"
 import * as OpenRequests from "./ops/OpenRequests.js"
+import * as BodyBuffers from "./ops/BodyBuffers.js"
 import * as Metrics from "./ops/Metrics.js"
 import * as Reload from "./ops/Reload.js"
 import * as Tracing from "./ops/Tracing.js"
@@ -56,7 +57,9 @@ export const appLayer = (
     Layer.provideMerge(UsageIndex.layer(config.usageFile)),
     Layer.provideMerge(telemetry),
     Layer.provideMerge(Metrics.layer),
-    Layer.provideMerge(Layer.mergeAll(Breakers.layer, OpenRequests.layer, Deadlines.layer, Meter.layer)),
+    Layer.provideMerge(
+      Layer.mergeAll(Breakers.layer, OpenRequests.layer, Deadlines.layer, Meter.layer, BodyBuffers.layer),
+    ),
     Layer.provideMerge(KeyStore.layer(config)),
     Layer.provideMerge(LiveConfig.layer),
     Layer.provideMerge(Config.layerFrom(config)),

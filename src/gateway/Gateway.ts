@@ -1,7 +1,6 @@
 import { Context, Deferred, Duration, Effect, Exit, Fiber, Layer, Option } from "effect"
 import { randomUUID } from "node:crypto"
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http"
-import { Config } from "../config/Config.js"
 import { LiveConfig } from "../config/LiveConfig.js"
 import type { TenantConfig, TollgateConfig } from "../config/model.js"
 import { endpointApi, type Endpoint } from "../domain/endpoint.js"
@@ -9,6 +8,7 @@ import { renderError, Unauthenticated } from "../domain/errors.js"
 import { KeyStore } from "../keys/KeyStore.js"
 import { Limits } from "../limits/Limits.js"
 import { Meter } from "../meter/Meter.js"
+import { BodyBuffers } from "../ops/BodyBuffers.js"
 import { UsageLog } from "../meter/UsageLog.js"
 import { IndexedList, type Listed } from "../ops/IndexedList.js"
 import { OpenRequests } from "../ops/OpenRequests.js"
@@ -18,7 +18,6 @@ import { Breakers } from "../reliability/Breakers.js"
 import { Deadlines } from "../reliability/Deadlines.js"
 import { RetryBudget } from "../reliability/RetryBudget.js"
 import { makeAuthenticator, type Principal } from "./auth.js"
-import { makeBufferBudget } from "./buffers.js"
 import { collectBody } from "./parse.js"
 import { makePipeline, type Interruption } from "./pipeline.js"
 import { writeError } from "./respond.js"
@@ -76,7 +75,6 @@ interface Snapshot {
 export const layer = Layer.effect(
   Gateway,
   Effect.gen(function* () {
-    const config = yield* Config
     const live = yield* LiveConfig
     const usageLog = yield* UsageLog
     const deadlines = yield* Deadlines
@@ -119,8 +117,7 @@ export const layer = Layer.effect(
         }
       }),
     )
-    // Restart-only: the buffer budget is sized once (ADR 0052).
-    const buffers = makeBufferBudget(config.server.maxBufferedBytes, () => live.get().tenants.size)
+    const buffers = yield* BodyBuffers
     /** Failed authentications since the last warning line (at most one line per AUTH_WARN_EVERY_MS). */
     let authFailures = 0
     let authWarnedAt = Number.NEGATIVE_INFINITY
@@ -188,7 +185,6 @@ export const layer = Layer.effect(
       limits.leave(tenant)
       if (entry.buffered > 0) {
         buffers.give(tenant.name, entry.buffered)
-        telemetry.bodyBytes(-entry.buffered)
         entry.buffered = 0
       }
     }
@@ -238,7 +234,6 @@ export const layer = Layer.effect(
       const take = (bytes: number): boolean => {
         if (!buffers.take(tenant.name, bytes)) return false
         entry.buffered += bytes
-        telemetry.bodyBytes(bytes)
         return true
       }
       // A body that finishes arriving once the drain has begun is refused like a new request.
@@ -255,9 +250,7 @@ export const layer = Layer.effect(
             draining ? pipeline.refuse(info, res, entry) : pipeline.handle(info, req, res, body, entry),
           ),
         // A client waiting on `expect: 100-continue` is told to send only once the body will be read (ADR 0049).
-        () => {
-          if (expectsContinue(req)) res.writeContinue()
-        },
+        expectsContinue(req) ? () => res.writeContinue() : undefined,
       )
     }
 

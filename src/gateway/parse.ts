@@ -4,7 +4,7 @@ import type { Endpoint } from "../domain/endpoint.js"
 import { readRequest, type Parsed } from "../domain/request.js"
 import { duplicatedMember } from "../providers/patch.js"
 
-/** Where a body's bytes are taken from as they arrive (the buffer budget, src/gateway/buffers.ts). */
+/** Where a body's bytes are taken from as they arrive (the buffer budget, src/ops/BodyBuffers.ts). */
 export type TakeBytes = (bytes: number) => boolean
 
 /**

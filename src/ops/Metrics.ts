@@ -1,6 +1,7 @@
 import { Clock, Context, Effect, Layer } from "effect"
 import { collectDefaultMetrics, Registry } from "prom-client"
 import { LiveConfig } from "../config/LiveConfig.js"
+import { BodyBuffers } from "./BodyBuffers.js"
 import { Breakers, type BreakerView } from "../reliability/Breakers.js"
 import { cache1, cache2, cache3, cache4, CounterCells, type CounterCell } from "./cells.js"
 import { BREAKER_STATE_VALUE, makeInstruments } from "./instruments.js"
@@ -35,6 +36,8 @@ export interface MetricsDeps {
   readonly now: () => number
   /** Bytes held by open relays now. */
   readonly relayBuffered: () => number
+  /** Request-body bytes held now (src/ops/BodyBuffers.ts). */
+  readonly bodyBuffered: () => number
 }
 
 let processRegistry: Registry | undefined
@@ -128,7 +131,6 @@ export const make = (deps: MetricsDeps): MetricsService => {
   }))
   for (const tenant of deps.tenants()) tenantCells(tenant)
   let openStreams = 0
-  let bodyBytes = 0
 
   const requestDone = ({ record, route, committed, overheadMs, unpriced }: RequestDone): void => {
     const provider = record.provider ?? ""
@@ -165,9 +167,6 @@ export const make = (deps: MetricsDeps): MetricsService => {
     sessionsEvicted: (tenant, count) => tenantCells(tenant).sessionsEvicted.inc(count),
     authFailed: () => authFailures.inc(),
     connectionDropped: () => connectionsDropped.inc(),
-    bodyBytes: (delta) => {
-      bodyBytes += delta
-    },
     streamOpened: () => {
       openStreams++
     },
@@ -182,7 +181,7 @@ export const make = (deps: MetricsDeps): MetricsService => {
   const refresh = (): void => {
     for (const cells of Object.values(counters)) cells.sync()
     m.openStreams.set(openStreams)
-    m.bodyBuffered.set(bodyBytes)
+    m.bodyBuffered.set(deps.bodyBuffered())
     m.relayBuffered.set(deps.relayBuffered())
     m.breakerState.reset()
     m.breakerFailureRatio.reset()
@@ -218,24 +217,29 @@ export const make = (deps: MetricsDeps): MetricsService => {
 }
 
 /** The metrics of one gateway; needs the config (tenants), the breakers and the open requests. */
-export const layer: Layer.Layer<Metrics, never, LiveConfig | Breakers | OpenRequests | Deadlines> =
-  Layer.effect(
-    Metrics,
-    Effect.gen(function* () {
-      const live = yield* LiveConfig
-      const breakers = yield* Breakers
-      const openRequests = yield* OpenRequests
-      const deadlines = yield* Deadlines
-      const clock = yield* Clock.Clock
-      return make({
-        tenants: () => [...live.get().tenants.keys()],
-        breakers: breakers.view,
-        overspend: openRequests.bound,
-        now: () => clock.currentTimeMillisUnsafe(),
-        relayBuffered: deadlines.bufferedBytes,
-      })
-    }),
-  )
+export const layer: Layer.Layer<
+  Metrics,
+  never,
+  LiveConfig | Breakers | OpenRequests | Deadlines | BodyBuffers
+> = Layer.effect(
+  Metrics,
+  Effect.gen(function* () {
+    const live = yield* LiveConfig
+    const breakers = yield* Breakers
+    const openRequests = yield* OpenRequests
+    const deadlines = yield* Deadlines
+    const clock = yield* Clock.Clock
+    const bodyBuffers = yield* BodyBuffers
+    return make({
+      tenants: () => [...live.get().tenants.keys()],
+      breakers: breakers.view,
+      overspend: openRequests.bound,
+      now: () => clock.currentTimeMillisUnsafe(),
+      relayBuffered: deadlines.bufferedBytes,
+      bodyBuffered: bodyBuffers.held,
+    })
+  }),
+)
 
 /** `Telemetry` that feeds the metrics (what `appLayer` provides unless a test overrides it). */
 export const layerTelemetry: Layer.Layer<Telemetry, never, Metrics> = Layer.effect(

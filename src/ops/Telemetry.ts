@@ -39,8 +39,6 @@ export interface TelemetryService {
   readonly authFailed: () => void
   /** A client connection was closed as it arrived (`server.max_connections`). */
   readonly connectionDropped: () => void
-  /** Request-body bytes held in memory changed by `delta` (`server.max_buffered_bytes`). */
-  readonly bodyBytes: (delta: number) => void
   /** An event stream was committed to a client / ended. */
   readonly streamOpened: () => void
   readonly streamClosed: () => void
@@ -67,7 +65,6 @@ export const noopTelemetry: TelemetryService = {
   sessionsEvicted: noop,
   authFailed: noop,
   connectionDropped: noop,
-  bodyBytes: noop,
   streamOpened: noop,
   streamClosed: noop,
   unpriced: noop,

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest"
 import type { TenantConfig } from "../../src/config/model.js"
 import { BudgetExceeded, RateLimited } from "../../src/domain/errors.js"
-import { makeBufferBudget } from "../../src/gateway/buffers.js"
+import { makeBufferBudget } from "../../src/ops/BodyBuffers.js"
 import { makeGate } from "../../src/limits/gate.js"
 
 const tenant = (

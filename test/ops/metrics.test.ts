@@ -425,6 +425,7 @@ describe("the Tollgate-added latency", () => {
       overspend: () => ({ open: 0, microUsd: 0, unbounded: 0 }),
       now: () => 10_007,
       relayBuffered: () => 0,
+      bodyBuffered: () => 0,
     })
     // Relayed: committed 43 ms after arrival, 40 of them upstream; the 900 ms of streaming after it do not count.
     metrics.telemetry.requestDone(done(1_000, 40, 1_943, 1_043))
@@ -446,6 +447,7 @@ describe("telemetry hooks without a gateway", () => {
       overspend: () => ({ open: 0, microUsd: 0, unbounded: 0 }),
       now: () => 0,
       relayBuffered: () => 0,
+      bodyBuffered: () => 0,
     })
   const samplesOf = async (metrics: ReturnType<typeof make>) =>
     parseExposition(await Effect.runPromise(metrics.scrape))

@@ -1,3 +1,7 @@
+import { Context, Effect, Layer } from "effect"
+import { Config } from "../config/Config.js"
+import { LiveConfig } from "../config/LiveConfig.js"
+
 /**
  * The request bodies held in memory, counted (issue #16, ADR 0049): all
  * requests together may hold `server.max_buffered_bytes`, and one tenant at
@@ -38,3 +42,16 @@ export const makeBufferBudget = (maxBytes: number, tenants: () => number = () =>
     held: () => total,
   }
 }
+
+/** The process's buffer budget: the Gateway takes and gives bytes, Metrics reads `held` at scrape time. */
+export class BodyBuffers extends Context.Service<BodyBuffers, BufferBudget>()("tollgate/ops/BodyBuffers") {}
+
+/** Sized once from `server.max_buffered_bytes` (restart-only, ADR 0052); the tenant count is read live. */
+export const layer: Layer.Layer<BodyBuffers, never, Config | LiveConfig> = Layer.effect(
+  BodyBuffers,
+  Effect.gen(function* () {
+    const config = yield* Config
+    const live = yield* LiveConfig
+    return makeBufferBudget(config.server.maxBufferedBytes, () => live.get().tenants.size)
+  }),
+)
