@@ -13,6 +13,7 @@ import { UsageLog } from "../meter/UsageLog.js"
 import { IndexedList, type Listed } from "../ops/IndexedList.js"
 import { OpenRequests } from "../ops/OpenRequests.js"
 import { Telemetry } from "../ops/Telemetry.js"
+import { Tracing } from "../ops/Tracing.js"
 import { Providers, type ProviderView } from "../providers/Providers.js"
 import { Breakers } from "../reliability/Breakers.js"
 import { Deadlines } from "../reliability/Deadlines.js"
@@ -22,6 +23,7 @@ import { collectBody } from "./parse.js"
 import { makePipeline, type Interruption } from "./pipeline.js"
 import { writeError } from "./respond.js"
 import type { RequestInfo } from "./stages.js"
+import { callerContext, RequestTrace } from "./trace.js"
 
 /**
  * The proxy endpoints' handler: auth, the body, and one fiber per request
@@ -118,6 +120,7 @@ export const layer = Layer.effect(
       }),
     )
     const buffers = yield* BodyBuffers
+    const { tracer } = yield* Tracing
     /** Failed authentications since the last warning line (at most one line per AUTH_WARN_EVERY_MS). */
     let authFailures = 0
     let authWarnedAt = Number.NEGATIVE_INFINITY
@@ -214,7 +217,14 @@ export const layer = Layer.effect(
         writeError(res, renderError(api, new Unauthenticated({ message: "invalid or missing API key" })))
         return authFailed()
       }
-      const info: RequestInfo = { id: randomUUID(), startMs: deadlines.now(), endpoint, api, principal }
+      const id = randomUUID()
+      // Only a request that sends `traceparent` pays for reading it; without a tracer nothing else is made.
+      const caller = req.headers.traceparent === undefined ? undefined : callerContext(req.headers)
+      const trace =
+        tracer === undefined
+          ? undefined
+          : new RequestTrace(tracer, endpoint, id, principal.tenant.name, principal.keyId, caller)
+      const info: RequestInfo = { id, startMs: deadlines.now(), endpoint, api, principal, trace, caller }
       const entry: InFlight = {
         fiber: undefined,
         shutdown: false,

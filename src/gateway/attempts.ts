@@ -10,7 +10,8 @@ import type { Deadlines } from "../reliability/Deadlines.js"
 import type { RetryBudget } from "../reliability/RetryBudget.js"
 import { parseRetryAfter, ruleForInbandError, ruleForStatus, type Rule } from "../reliability/rules.js"
 import { AttemptFailed, AttemptHold, sendAttempt, type AttemptEnv, type AttemptResponse } from "./attempt.js"
-import type { AttemptTally } from "./stages.js"
+import type { AttemptTally, RequestInfo } from "./stages.js"
+import { carryContext } from "./trace.js"
 import { requestFor, type Translations } from "./translation.js"
 
 /**
@@ -66,10 +67,12 @@ export const makeAttempts = (deps: AttemptDeps) => {
     tally: AttemptTally,
     request: ParsedRequest,
     route: RouteConfig,
-    /** The tenant the request is for: its failures feed its own breakers (ADR 0048). */
-    tenant: string,
+    /** The request: its tenant's failures feed its own breakers (ADR 0048); its trace gets a span per attempt. */
+    info: RequestInfo,
     translations?: Translations | undefined,
   ) {
+    const tenant = info.principal.tenant.name
+    const trace = info.trace
     const requestScope = yield* Effect.scope
     retryBudget.recordRequest()
     const outcomes: Array<TargetOutcome> = []
@@ -95,6 +98,7 @@ export const makeAttempts = (deps: AttemptDeps) => {
         if (permit._tag === "Blocked") {
           yield* Scope.close(scope, Exit.void)
           outcomes.push({ ...target, outcome: "skipped", reason: permit.reason })
+          trace?.breakerSkip(target, permit.reason)
           blocked++
           blockedUntil = Math.min(blockedUntil, permit.until)
           continue targets
@@ -102,6 +106,7 @@ export const makeAttempts = (deps: AttemptDeps) => {
         hold.hold(permit)
         if (tally.attempts > 0 && !retryBudget.tryConsume()) {
           telemetry.retryBudgetRefused()
+          trace?.retryBudgetRefused(target)
           yield* Scope.close(scope, Exit.void)
           outcomes.push({ ...target, outcome: "skipped", reason: "retry_budget_exhausted" })
           break targets
@@ -116,24 +121,26 @@ export const makeAttempts = (deps: AttemptDeps) => {
         // The final attempt is named in the headers and the record even when it produced no response.
         tally.target = target
         tally.endpoint = upstream.endpoint
+        const built = client.build(upstream, target.model)
+        // The trace context goes upstream: this attempt's span's, or without tracing the caller's as it came.
+        if (trace !== undefined) {
+          const span = trace.startAttempt(tally.attempts, client, target, upstream.endpoint, built.origin)
+          carryContext(built.headers, span, info.caller)
+        } else if (info.caller !== undefined) carryContext(built.headers, undefined, info.caller)
         const sentAt = deadlines.now()
-        const result = yield* sendAttempt(
-          env,
-          client,
-          client.build(upstream, target.model),
-          route.timeouts,
-          hold,
-        )
+        const result = yield* sendAttempt(env, client, built, route.timeouts, hold)
         const waited = deadlines.now() - sentAt
         tally.upstreamMs += waited
         if (result instanceof AttemptFailed) {
           telemetry.attempt(target.provider, target.model, "failure", waited)
           hold.report("failure")
+          trace?.attemptFailed(result.reason, result.detail)
           yield* Scope.close(scope, Exit.void)
           outcomes.push({ ...target, outcome: "failed", reason: result.reason, cause: result.detail })
           continue targets
         }
         const { rule, reason } = ruleFor(result)
+        trace?.attemptResponded(result.call.status)
         telemetry.attempt(target.provider, target.model, rule.outcome, waited)
         const chosen: Chosen = { response: result, target, hold }
         if (rule.decision === "serve") return chosen
@@ -150,6 +157,7 @@ export const makeAttempts = (deps: AttemptDeps) => {
             breakers.cooldown(target.provider, target.model, client.region, now + ms)
         }
         outcomes.push({ ...target, outcome: "failed", reason })
+        trace?.attemptDiscarded(reason)
         held = { chosen, scope }
         if (rule.decision === "retry_same" && triesHere < 2) continue
         continue targets

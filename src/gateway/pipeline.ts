@@ -180,7 +180,7 @@ export const makePipeline = (deps: PipelineDeps) => {
       const owner = yield* limits.responseOwner(request.previousResponseId)
       if (owner !== undefined) route = yield* ownersTargets(route, tenant.name, owner)
     }
-    const chosen = yield* attempts(progress.tally, request, route, tenant.name, progress.translations)
+    const chosen = yield* attempts(progress.tally, request, route, info, progress.translations)
     const relayed = yield* serve(info, progress, chosen, res)
     chosen.hold.report(relayed.outcome)
     return relayed
@@ -352,6 +352,7 @@ export const makePipeline = (deps: PipelineDeps) => {
         const now = deadlines.now()
         const record = usageRecord(info, progress, end, cost, now)
         usageLog.queue(record)
+        info.trace?.finish(record, committed?.usage)
         if (endResponse !== undefined) usageLog.afterWrite(() => endResponse(res))
         telemetry.requestDone({
           record,

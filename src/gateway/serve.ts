@@ -157,6 +157,7 @@ export const makeServe = (deps: ServeDeps) => {
     const request = progress.request!
     const translated = response.endpoint !== info.endpoint
     res.writeHead(status, relayHeaders(info, progress, headers, committedMs, meter !== undefined, translated))
+    info.trace?.committed(status)
     if (meter !== undefined) telemetry.streamOpened()
     // A translated response is rewritten into the client's format; a Chat Completions usage chunk the client
     // did not ask for is metered, not relayed.
@@ -186,6 +187,7 @@ export const makeServe = (deps: ServeDeps) => {
         // The approximate cutoff (ADR 0029): stop reading upstream and end the stream.
         closeResponse(deadlines, response)
         error = extended === "refused" ? "budget_exceeded" : "store_unavailable"
+        info.trace?.cutoff(error)
         end = { _tag: "Cutoff" }
         break
       }

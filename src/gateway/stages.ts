@@ -10,6 +10,7 @@ import { makeUsageAcc, type UsageAcc } from "../meter/usage.js"
 import { isoTime } from "../ops/jsonText.js"
 import type { Plan } from "./admission.js"
 import type { Principal } from "./auth.js"
+import type { CallerContext, RequestTrace } from "./trace.js"
 
 /**
  * The values one request produces, stage by stage (ARCHITECTURE.md "One
@@ -26,6 +27,10 @@ export interface RequestInfo {
   readonly endpoint: Endpoint
   readonly api: ApiFormat
   readonly principal: Principal
+  /** The request's spans, when tracing is on (src/gateway/trace.ts). */
+  readonly trace: RequestTrace | undefined
+  /** The caller's W3C trace context, when it sent a valid `traceparent`. */
+  readonly caller: CallerContext | undefined
 }
 
 /**
@@ -156,6 +161,7 @@ export const usageRecord = (
     duration_ms: Math.max(0, nowMs - info.startMs),
     error: ending.error,
     upstream_endpoint: progress.committed?.endpoint ?? progress.tally.endpoint ?? null,
+    trace_id: info.trace?.traceId ?? info.caller?.traceId ?? null,
   }
 }
 

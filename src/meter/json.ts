@@ -7,6 +7,7 @@ import {
   anthropicReport,
   makeUsageAcc,
   mergeUsage,
+  modelName,
   openaiReport,
   responsesReport,
   snapshotUsage,
@@ -31,9 +32,11 @@ const reportOf = (endpoint: Endpoint): ((usage: unknown) => UsageReport | undefi
 export interface JsonFacts {
   readonly usage: TokenCounts | undefined
   readonly id: string | undefined
+  /** The model the body says answered. */
+  readonly model: string | undefined
 }
 
-const NO_FACTS: JsonFacts = { usage: undefined, id: undefined }
+const NO_FACTS: JsonFacts = { usage: undefined, id: undefined, model: undefined }
 
 /**
  * What a non-stream response body of `endpoint` says. `usage`: Anthropic message
@@ -61,7 +64,11 @@ export const readJsonBody = (endpoint: Endpoint, body: Buffer | string): JsonFac
     mergeUsage(acc, report)
     if (acc.reported) usage = snapshotUsage(acc)
   }
-  return { usage, id: typeof id === "string" && id.length > 0 && id.length <= 256 ? id : undefined }
+  return {
+    usage,
+    id: typeof id === "string" && id.length > 0 && id.length <= 256 ? id : undefined,
+    model: modelName(object["model"]),
+  }
 }
 
 /** Largest non-stream response body kept for reading its usage, bytes. Larger bodies are relayed but counted as "no usage". */
@@ -97,7 +104,8 @@ export class JsonCollector {
 
   /** Folds the body's usage into `acc` (sets `reported` when the body had usage); returns the body's `id`. */
   foldInto(endpoint: Endpoint, acc: UsageAcc): string | undefined {
-    const { usage, id } = this.read(endpoint)
+    const { usage, id, model } = this.read(endpoint)
+    acc.model = model
     if (usage === undefined) return id
     acc.inputTokens = usage.inputTokens
     acc.outputTokens = usage.outputTokens

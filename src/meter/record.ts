@@ -47,6 +47,13 @@ export interface UsageRecord {
    * records written before the field existed, when read back).
    */
   readonly upstream_endpoint: string | null
+  /**
+   * The W3C trace id of the request: its own trace when tracing is on (the
+   * caller's when it sent `traceparent`), else the caller's `traceparent`
+   * trace id; null when neither (and in records written before the field
+   * existed, when read back).
+   */
+  readonly trace_id: string | null
 }
 
 /**
@@ -64,7 +71,7 @@ export const encodeRecord = (r: UsageRecord): string =>
   `,"reserved_micro_usd":${jsonNumber(r.reserved_micro_usd)},"cost_micro_usd":${jsonNumber(r.cost_micro_usd)}` +
   `,"usage_estimated":${r.usage_estimated},"incomplete":${r.incomplete},"session":${jsonNullable(r.session)}` +
   `,"duration_ms":${jsonNumber(r.duration_ms)},"error":${jsonNullable(r.error)}` +
-  `,"upstream_endpoint":${jsonNullable(r.upstream_endpoint)}}\n`
+  `,"upstream_endpoint":${jsonNullable(r.upstream_endpoint)},"trace_id":${jsonNullable(r.trace_id)}}\n`
 
 const STRING_FIELDS = ["ts", "request_id", "tenant", "key_id", "route", "endpoint"] as const
 const NULLABLE_STRING_FIELDS = ["provider", "model", "session", "error"] as const
@@ -80,6 +87,7 @@ const NUMBER_FIELDS = [
   "duration_ms",
 ] as const
 const BOOLEAN_FIELDS = ["stream", "usage_estimated", "incomplete"] as const
+const LATER_NULLABLE_STRING_FIELDS = ["upstream_endpoint", "trace_id"] as const
 
 /**
  * Decodes one line of the usage file: JSON.parse plus a typeof check per
@@ -99,9 +107,11 @@ export const decodeRecord = (line: string): UsageRecord | undefined => {
   for (const k of NULLABLE_STRING_FIELDS) if (o[k] !== null && typeof o[k] !== "string") return undefined
   for (const k of NUMBER_FIELDS) if (typeof o[k] !== "number" || !Number.isFinite(o[k])) return undefined
   for (const k of BOOLEAN_FIELDS) if (typeof o[k] !== "boolean") return undefined
-  const upstream = o["upstream_endpoint"]
-  if (upstream === undefined)
-    return { ...(value as Omit<UsageRecord, "upstream_endpoint">), upstream_endpoint: null }
-  if (upstream !== null && typeof upstream !== "string") return undefined
+  // Fields added after the first release: absent in older records, read as null.
+  for (const k of LATER_NULLABLE_STRING_FIELDS) {
+    const field = o[k]
+    if (field === undefined) o[k] = null
+    else if (field !== null && typeof field !== "string") return undefined
+  }
   return value as UsageRecord
 }

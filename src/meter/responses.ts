@@ -8,7 +8,7 @@
  * event (`code`, `message`).
  */
 import { byteLengthOf, EventMeter, isObject, toInbandError, type Json } from "./eventMeter.js"
-import { mergeUsage, responsesReport } from "./usage.js"
+import { mergeUsage, noteModel, responsesReport } from "./usage.js"
 
 /** Events whose `delta` is generated output. */
 const OUTPUT_DELTAS = new Set([
@@ -63,6 +63,7 @@ export class ResponsesMeter extends EventMeter {
   /** The id (first seen) and usage of a `response` object. */
   private foldResponse(response: unknown): void {
     if (!isObject(response)) return
+    noteModel(this.usage, response["model"])
     const id = response["id"]
     if (
       this.responseId === undefined &&

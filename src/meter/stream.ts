@@ -16,7 +16,7 @@ import {
 } from "./eventMeter.js"
 import { ResponsesMeter } from "./responses.js"
 import { DEFAULT_MAX_EVENT_BYTES } from "./sse.js"
-import { anthropicReport, mergeUsage, openaiReport } from "./usage.js"
+import { anthropicReport, mergeUsage, noteModel, openaiReport } from "./usage.js"
 
 export type { InbandError, StreamFailure, StreamMeter } from "./eventMeter.js"
 
@@ -304,7 +304,10 @@ class AnthropicMeter extends EventMeter {
       }
       case "message_start": {
         const message = data["message"]
-        if (isObject(message)) this.foldUsage(message["usage"])
+        if (isObject(message)) {
+          noteModel(this.usage, message["model"])
+          this.foldUsage(message["usage"])
+        }
         return
       }
       case "message_delta":
@@ -339,6 +342,7 @@ class OpenAIMeter extends EventMeter {
       if (this.inbandError === undefined) this.inbandError = toInbandError(data["error"])
       return
     }
+    if (this.usage.model === undefined) noteModel(this.usage, data["model"])
     const choices = data["choices"]
     if (Array.isArray(choices)) {
       for (const choice of choices) if (isObject(choice)) this.foldChoice(choice)

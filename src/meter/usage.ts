@@ -13,6 +13,8 @@ export interface UsageAcc {
   cacheWriteTokens: number
   /** True once any usage field was reported by the provider. */
   reported: boolean
+  /** The model the provider says answered (its first mention in the response), for traces. */
+  model: string | undefined
 }
 
 /**
@@ -33,7 +35,20 @@ export const makeUsageAcc = (): UsageAcc => ({
   cacheReadTokens: 0,
   cacheWriteTokens: 0,
   reported: false,
+  model: undefined,
 })
+
+/** Longest response model name kept (a provider's names are short; a hostile upstream's need not be). */
+const MAX_MODEL_LENGTH = 256
+
+/** `value` when it can be a response's model name. */
+export const modelName = (value: unknown): string | undefined =>
+  typeof value === "string" && value.length > 0 && value.length <= MAX_MODEL_LENGTH ? value : undefined
+
+/** Notes `model` as the response's model unless one is known already. */
+export const noteModel = (acc: UsageAcc, model: unknown): void => {
+  if (acc.model === undefined) acc.model = modelName(model)
+}
 
 /** A frozen copy of the counts of an accumulator. */
 export const snapshotUsage = (acc: TokenCounts): TokenCounts => ({

@@ -7,6 +7,7 @@ import { cache1, cache2, cache3, cache4, CounterCells, type CounterCell } from "
 import { BREAKER_STATE_VALUE, makeInstruments } from "./instruments.js"
 import { Deadlines } from "../reliability/Deadlines.js"
 import { OpenRequests, type OverspendBound } from "./OpenRequests.js"
+import { Tracing, type SpanCounts } from "./Tracing.js"
 import { Telemetry, type AttemptResult, type RequestDone, type TelemetryService } from "./Telemetry.js"
 
 /** This gateway's Prometheus metrics (GET /metrics). */
@@ -38,6 +39,8 @@ export interface MetricsDeps {
   readonly relayBuffered: () => number
   /** Request-body bytes held now (src/ops/BodyBuffers.ts). */
   readonly bodyBuffered: () => number
+  /** Spans exported and dropped so far (src/ops/Tracing.ts); absent in tests that do not trace. */
+  readonly traceSpans?: Readonly<SpanCounts> | undefined
 }
 
 let processRegistry: Registry | undefined
@@ -177,9 +180,18 @@ export const make = (deps: MetricsDeps): MetricsService => {
     configReloaded: (result) => reloads[result].inc(),
   }
 
+  /** The span counts already moved into `tollgate_trace_spans_total`. */
+  const spansSeen: SpanCounts = { exported: 0, dropped: 0 }
   /** Moves the counted cells into prom-client and reads the scrape-time gauges. */
   const refresh = (): void => {
     for (const cells of Object.values(counters)) cells.sync()
+    const spans = deps.traceSpans
+    if (spans !== undefined) {
+      m.traceSpans.inc({ result: "exported" }, spans.exported - spansSeen.exported)
+      m.traceSpans.inc({ result: "dropped" }, spans.dropped - spansSeen.dropped)
+      spansSeen.exported = spans.exported
+      spansSeen.dropped = spans.dropped
+    }
     m.openStreams.set(openStreams)
     m.bodyBuffered.set(deps.bodyBuffered())
     m.relayBuffered.set(deps.relayBuffered())
@@ -230,6 +242,7 @@ export const layer: Layer.Layer<
     const deadlines = yield* Deadlines
     const clock = yield* Clock.Clock
     const bodyBuffers = yield* BodyBuffers
+    const tracing = yield* Tracing
     return make({
       tenants: () => [...live.get().tenants.keys()],
       breakers: breakers.view,
@@ -237,6 +250,7 @@ export const layer: Layer.Layer<
       now: () => clock.currentTimeMillisUnsafe(),
       relayBuffered: deadlines.bufferedBytes,
       bodyBuffered: bodyBuffers.held,
+      traceSpans: tracing.counts,
     })
   }),
 )

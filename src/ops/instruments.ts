@@ -148,6 +148,12 @@ export const makeInstruments = (registry: Registry) => {
       help: "Bytes held in memory for responses being relayed now (upstream read buffers and client write buffers).",
       registers,
     }),
+    traceSpans: new Counter({
+      name: "tollgate_trace_spans_total",
+      help: "Spans handed to the OTLP collector, by result: exported (the collector took the batch) or dropped (collector down, slow, refusing, or too many posts in flight).",
+      labelNames: ["result"] as const,
+      registers,
+    }),
     bodyBuffered: new Gauge({
       name: "tollgate_buffered_bytes",
       help: "Request-body bytes held in memory now, counted against server.max_buffered_bytes.",

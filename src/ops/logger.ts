@@ -444,6 +444,7 @@ export const requestLevel = (record: UsageRecord): LogLevel.Severity => {
 /** The fields of the request line, from its usage record: never a key, a token or a prompt. */
 const requestFields = (record: UsageRecord, targets?: ReadonlyArray<TargetOutcome>) => ({
   request_id: record.request_id,
+  ...(record.trace_id === null ? {} : { trace_id: record.trace_id }),
   tenant: record.tenant,
   key_id: record.key_id,
   route: record.route,
@@ -517,6 +518,7 @@ export const requestLine = (
   targets?: ReadonlyArray<TargetOutcome>,
 ): string =>
   `{"ts":${jsonString(ts)},"level":${jsonString(level)},"message":"request","request_id":${jsonString(r.request_id)}` +
+  `${r.trace_id === null ? "" : `,"trace_id":${jsonString(r.trace_id)}`}` +
   `,"tenant":${jsonString(r.tenant)},"key_id":${jsonString(r.key_id)},"route":${jsonString(r.route)}` +
   `,"provider":${jsonNullable(r.provider)},"model":${jsonNullable(r.model)},"attempts":${jsonNumber(r.attempts)}` +
   `,"status":${jsonNumber(r.status)},"duration_ms":${jsonNumber(r.duration_ms)}` +

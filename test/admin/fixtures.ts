@@ -31,6 +31,7 @@ export const usageRecord = (fields: Partial<UsageRecord> & { readonly ts: string
   duration_ms: 12,
   error: null,
   upstream_endpoint: "/v1/messages",
+  trace_id: null,
   ...fields,
 })
 

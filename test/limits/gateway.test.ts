@@ -298,6 +298,7 @@ describe("restart", () => {
       duration_ms: 1,
       error: null,
       upstream_endpoint: "/v1/messages",
+      trace_id: null,
     }
     const lastMonth = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() - 1, 15)).toISOString()
     writeFileSync(

@@ -26,6 +26,7 @@ const SPEC_ORDER = [
   "duration_ms",
   "error",
   "upstream_endpoint",
+  "trace_id",
 ]
 
 describe("encodeRecord", () => {
@@ -54,10 +55,14 @@ describe("decodeRecord", () => {
     expect(decodeRecord(encodeRecord(sampleRecord()).trimEnd())).toEqual(sampleRecord())
   })
 
-  it("reads a record written before upstream_endpoint existed with upstream_endpoint null", () => {
-    const line = encodeRecord(sampleRecord()).trimEnd().replace(',"upstream_endpoint":"/v1/messages"', "")
+  it("reads a record written before upstream_endpoint and trace_id existed with both null", () => {
+    const line = encodeRecord(sampleRecord())
+      .trimEnd()
+      .replace(',"upstream_endpoint":"/v1/messages"', "")
+      .replace(',"trace_id":"4bf92f3577b34da6a3ce929d0e0e4736"', "")
     expect(line).not.toContain("upstream_endpoint")
-    expect(decodeRecord(line)).toEqual(sampleRecord({ upstream_endpoint: null }))
+    expect(line).not.toContain("trace_id")
+    expect(decodeRecord(line)).toEqual(sampleRecord({ upstream_endpoint: null, trace_id: null }))
   })
 
   it("rejects a torn line and a line with a wrong field type", () => {

@@ -36,6 +36,7 @@ const record: fc.Arbitrary<UsageRecord> = fc.record({
   duration_ms: fc.double(),
   error: fc.option(anyString),
   upstream_endpoint: fc.option(anyString),
+  trace_id: fc.option(anyString),
 })
 
 const stringified = (r: UsageRecord): string =>
@@ -63,6 +64,7 @@ const stringified = (r: UsageRecord): string =>
     duration_ms: r.duration_ms,
     error: r.error,
     upstream_endpoint: r.upstream_endpoint,
+    trace_id: r.trace_id,
   }) + "\n"
 
 describe("JSON text by concatenation", () => {
@@ -117,6 +119,7 @@ describe("JSON text by concatenation", () => {
       duration_ms: 41,
       error: null,
       upstream_endpoint: "/v1/chat/completions",
+      trace_id: null,
     }
     expect(decodeRecord(encodeRecord(r).trimEnd())).toEqual(r)
   })
@@ -130,6 +133,7 @@ describe("JSON text by concatenation", () => {
             level: "info",
             message: "request",
             request_id: r.request_id,
+            ...(r.trace_id === null ? {} : { trace_id: r.trace_id }),
             tenant: r.tenant,
             key_id: r.key_id,
             route: r.route,

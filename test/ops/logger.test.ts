@@ -122,6 +122,7 @@ describe("the request line", () => {
       level: "warn",
       message: "request",
       request_id: "req_1",
+      trace_id: "4bf92f3577b34da6a3ce929d0e0e4736",
       tenant: "acme",
       key_id: "ci",
       route: "claude-sonnet",
@@ -222,7 +223,8 @@ describe("the pretty format", () => {
     const [first, second] = noColor.split("\n")
     expect(first).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z WARN {2}store slow ms=12$/)
     expect(second).toBe(
-      "2026-12-02T10:04:05.935Z WARN  request request_id=req_1 tenant=acme key_id=ci route=claude-sonnet" +
+      "2026-12-02T10:04:05.935Z WARN  request request_id=req_1 trace_id=4bf92f3577b34da6a3ce929d0e0e4736" +
+        " tenant=acme key_id=ci route=claude-sonnet" +
         " provider=anthropic model=claude-sonnet-5-5 attempts=2 status=502 duration_ms=812 cost_micro_usd=0" +
         ` error=no_upstream_response targets=${JSON.stringify(REFUSED)}`,
     )

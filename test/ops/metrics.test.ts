@@ -404,6 +404,8 @@ describe("the Tollgate-added latency", () => {
       endpoint: "/v1/messages",
       api: "anthropic",
       principal: { tenant, keyId: "ci" },
+      trace: undefined,
+      caller: undefined,
     }
     const progress = makeProgress()
     progress.tally.upstreamMs = upstreamMs
@@ -497,6 +499,7 @@ describe("telemetry hooks without a gateway", () => {
       duration_ms: 7,
       error: null,
       upstream_endpoint: "/v1/messages",
+      trace_id: null,
     }
     metrics.telemetry.requestDone({ record, route: "r", committed: true, overheadMs: 1, unpriced: true })
     metrics.telemetry.requestDone({ record, route: "r", committed: true, overheadMs: 1, unpriced: false })

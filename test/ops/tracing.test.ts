@@ -1,53 +1,22 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
-import type { AddressInfo } from "node:net"
-import { Effect, Layer } from "effect"
+import { Effect, Exit, Layer, Tracer } from "effect"
 import { afterEach, describe, expect, it } from "vitest"
 import type { TelemetryConfig } from "../../src/config/model.js"
 import * as Tracing from "../../src/ops/Tracing.js"
 import { VERSION } from "../../src/version.js"
-
-interface Received {
-  readonly path: string
-  readonly contentType: string
-  readonly body: Buffer
-}
-
-/** A local OTLP/HTTP collector: records every request; `hang` never answers. */
-const collector = async (mode: "ok" | "hang" = "ok") => {
-  const received: Array<Received> = []
-  const open = new Set<ServerResponse>()
-  const inFlight = { now: 0, max: 0 }
-  const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
-    inFlight.now++
-    inFlight.max = Math.max(inFlight.max, inFlight.now)
-    res.on("close", () => inFlight.now--)
-    const chunks: Array<Buffer> = []
-    req.on("data", (chunk: Buffer) => chunks.push(chunk))
-    req.on("end", () => {
-      received.push({
-        path: req.url ?? "",
-        contentType: String(req.headers["content-type"]),
-        body: Buffer.concat(chunks),
-      })
-      if (mode === "hang") open.add(res)
-      else res.writeHead(200, { "content-type": "application/json" }).end("{}")
-    })
-  })
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
-  const port = (server.address() as AddressInfo).port
-  const close = () =>
-    new Promise<void>((resolve) => {
-      server.closeAllConnections()
-      server.close(() => resolve())
-    })
-  servers.push(close)
-  return { url: `http://127.0.0.1:${port}`, received, inFlight, close }
-}
+import { withEnv } from "../support/env.js"
+import { readTraces, startCollector, type Received } from "../support/collector.js"
 
 const servers: Array<() => Promise<void>> = []
 afterEach(async () => {
   await Promise.all(servers.splice(0).map((close) => close()))
 })
+
+/** A local collector, closed after the test. */
+const collector = async (mode: "ok" | "hang" = "ok") => {
+  const c = await startCollector(mode)
+  servers.push(c.close)
+  return c
+}
 
 const telemetry = (endpoint: string | undefined, more: Partial<TelemetryConfig> = {}): TelemetryConfig => ({
   otlpEndpoint: endpoint,
@@ -61,20 +30,60 @@ const telemetry = (endpoint: string | undefined, more: Partial<TelemetryConfig> 
 const traced = <A>(effect: Effect.Effect<A>, layer: Layer.Layer<never>) =>
   Effect.runPromise(Effect.provide(effect, layer))
 
-const probe = Effect.succeed("done").pipe(Effect.withSpan("probe", { attributes: { "tollgate.test": 1 } }))
+/** One span made with the request tracer, as the gateway makes them; "done" when tracing is on. */
+const span = (name: string, parent?: Tracer.AnySpan) =>
+  Effect.gen(function* () {
+    const { tracer } = yield* Tracing.Tracing
+    if (tracer === undefined) return "off"
+    const made = tracer.span(name, "internal", parent)
+    made.attribute("tollgate.test", 1)
+    made.end(tracer.now(), Exit.void)
+    return "done"
+  })
 
-interface OtlpJson {
-  readonly resourceSpans: ReadonlyArray<{
-    readonly resource: {
-      readonly attributes: ReadonlyArray<{ key: string; value: { stringValue?: string } }>
-    }
-    readonly scopeSpans: ReadonlyArray<{ readonly spans: ReadonlyArray<{ readonly name: string }> }>
-  }>
-}
+const probe = span("probe")
+
+/** The names of the spans in the JSON bodies received. */
+const spanNames = (received: ReadonlyArray<Received>): Array<string> =>
+  received.flatMap((r) => readTraces(r.body).spans.map((s) => s.name))
 
 describe("Tracing", () => {
-  it("is nothing when telemetry.otlp_endpoint is absent", () => {
+  it("is nothing when telemetry.otlp_endpoint is absent: the request path gets no tracer", async () => {
     expect(Tracing.layer(telemetry(undefined))).toBe(Layer.empty)
+    expect(await traced(probe, Tracing.layer(telemetry(undefined)))).toBe("off")
+  })
+
+  it("does not export Effect's own spans (Effect.withSpan), only the request tracer's", async () => {
+    const c = await collector()
+    const own = Effect.succeed(1).pipe(Effect.withSpan("effect-own"))
+    await traced(Effect.andThen(own, probe), Tracing.layer(telemetry(c.url)))
+    expect(spanNames(c.received)).toEqual(["probe"])
+  })
+
+  it("a span under a caller's parent follows the parent's sampled flag, whatever sample_ratio says", async () => {
+    const c = await collector()
+    const sampled = Tracer.externalSpan({ traceId: "a".repeat(32), spanId: "b".repeat(16), sampled: true })
+    const unsampled = Tracer.externalSpan({ traceId: "c".repeat(32), spanId: "d".repeat(16), sampled: false })
+    await traced(
+      Effect.andThen(span("kept", sampled), span("dropped", unsampled)),
+      Tracing.layer(telemetry(c.url, { sampleRatio: 0 })),
+    )
+    expect(spanNames(c.received)).toEqual(["kept"])
+    const d = await collector()
+    await traced(span("dropped", unsampled), Tracing.layer(telemetry(d.url, { sampleRatio: 1 })))
+    expect(d.received).toEqual([])
+  })
+
+  it("sample_ratio 0.5 keeps about half of the traces it starts", async () => {
+    const c = await collector()
+    const program = Effect.gen(function* () {
+      for (let i = 0; i < 2000; i++) yield* span("root")
+    })
+    await traced(program, Tracing.layer(telemetry(c.url, { sampleRatio: 0.5 })))
+    const kept = spanNames(c.received).length
+    // Binomial(2000, 0.5): 5 standard deviations are ±112.
+    expect(kept).toBeGreaterThan(1000 - 112)
+    expect(kept).toBeLessThan(1000 + 112)
   })
 
   it("exports a span over OTLP/HTTP JSON with the service.name and service.version resources", async () => {
@@ -88,16 +97,36 @@ describe("Tracing", () => {
     const first = c.received[0]!
     expect(first.path).toBe("/v1/traces")
     expect(first.contentType).toContain("application/json")
-    const data = JSON.parse(first.body.toString("utf8")) as OtlpJson
-    const resource = data.resourceSpans[0]!.resource.attributes
-    const attr = (key: string) => resource.find((a) => a.key === key)?.value.stringValue
-    expect(attr("service.name")).toBe("tollgate-test")
-    expect(attr("service.version")).toBe(VERSION)
-    const names = data.resourceSpans.flatMap((r) =>
-      r.scopeSpans.flatMap((s) => s.spans.map((span) => span.name)),
-    )
-    expect(names).toEqual(["probe"])
+    const resource = readTraces(first.body).resources[0]!
+    expect(resource["service.name"]).toBe("tollgate-test")
+    expect(resource["service.version"]).toBe(VERSION)
+    expect(spanNames([first])).toEqual(["probe"])
     expect(exports).toEqual([["exported", 1]])
+  })
+
+  it("sends OTEL_EXPORTER_OTLP_HEADERS with each post and batches every OTEL_BSP_SCHEDULE_DELAY ms", async () => {
+    const c = await collector()
+    const program = Effect.gen(function* () {
+      yield* probe
+      // Well before the default 5 s interval and before shutdown: the 100 ms delay posted the batch.
+      yield* Effect.sleep(600)
+      return c.received.length
+    })
+    const env = {
+      OTEL_EXPORTER_OTLP_HEADERS: "Authorization=Bearer%20collector-secret,x-team=llm,broken,=x",
+      OTEL_BSP_SCHEDULE_DELAY: "100",
+    }
+    const postedBeforeShutdown = await Effect.runPromise(
+      withEnv(env)(Effect.provide(program, Tracing.layer(telemetry(c.url)))),
+    )
+    expect(postedBeforeShutdown).toBe(1)
+    expect(c.received[0]!.headers["authorization"]).toBe("Bearer collector-secret")
+    expect(c.received[0]!.headers["x-team"]).toBe("llm")
+  })
+
+  it("reads OTEL_EXPORTER_OTLP_HEADERS as the OpenTelemetry SDKs do", () => {
+    expect(Tracing.otlpHeaders("A=1, b = x%2Cy ,bad,=v,c=%E0%A4%A,d=ok\r\nx")).toEqual({ a: "1", b: "x,y" })
+    expect(Tracing.otlpHeaders(undefined)).toEqual({})
   })
 
   it("sends protobuf with otlp_protocol: http/protobuf", async () => {
@@ -131,9 +160,11 @@ describe("Tracing", () => {
       const spent = performance.now() - t0
       // Let the exporter try (and fail) while the program still runs.
       yield* Effect.sleep(200)
-      return spent
+      return { spent, counts: { ...(yield* Tracing.Tracing).counts } }
     })
-    const spent = await traced(program, layer)
+    const { spent, counts } = await traced(program, layer)
+    // What /metrics reads: every span counted once, as dropped.
+    expect(counts).toEqual({ exported: 0, dropped: 1000 })
     expect(spent).toBeLessThan(1_000)
     expect(performance.now() - started).toBeLessThan(5_000)
     const dropped = exports.filter(([result]) => result === "dropped").reduce((n, [, spans]) => n + spans, 0)

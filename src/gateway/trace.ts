@@ -1,0 +1,301 @@
+import { Exit, Tracer } from "effect"
+import type { IncomingHttpHeaders } from "node:http"
+import type { TargetConfig } from "../config/model.js"
+import type { Endpoint } from "../domain/endpoint.js"
+import type { UsageRecord } from "../meter/record.js"
+import type { UsageAcc } from "../meter/usage.js"
+import type { RequestTracer } from "../ops/Tracing.js"
+import type { ProviderClient } from "../providers/ProviderClient.js"
+
+/**
+ * One request's trace (SPEC "Tracing", ADR 0054): a SERVER span from its
+ * arrival to its usage record, and a CLIENT span per upstream attempt, its
+ * siblings showing retries and fallbacks. Plain methods the pipeline calls at
+ * its stages; the request path holds no `RequestTrace` when tracing is off.
+ * Attributes are ids, names, counts and statuses — never prompt or
+ * completion text, never a header value.
+ */
+
+/** A caller's W3C trace context, from a valid `traceparent` (and its `tracestate`). */
+export interface CallerContext {
+  readonly traceparent: string
+  readonly traceId: string
+  readonly spanId: string
+  readonly sampled: boolean
+  readonly tracestate: string | undefined
+}
+
+const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/
+const ZERO_TRACE = "00000000000000000000000000000000"
+const ZERO_SPAN = "0000000000000000"
+/** Longest `tracestate` passed on (W3C: at most 32 members; a longer header is dropped, not truncated). */
+const MAX_TRACESTATE = 512
+
+/**
+ * The caller's trace context: undefined without a `traceparent`, or with one
+ * that is not W3C version 00 (a malformed header starts a new trace, as W3C
+ * asks).
+ */
+export const callerContext = (headers: IncomingHttpHeaders): CallerContext | undefined => {
+  const traceparent = headers["traceparent"]
+  if (typeof traceparent !== "string") return undefined
+  const match = TRACEPARENT.exec(traceparent.trim())
+  if (match === null) return undefined
+  const traceId = match[1]!
+  const spanId = match[2]!
+  if (traceId === ZERO_TRACE || spanId === ZERO_SPAN) return undefined
+  const state = headers["tracestate"]
+  const tracestate = typeof state === "string" && state.length <= MAX_TRACESTATE ? state : undefined
+  return {
+    traceparent: match[0],
+    traceId,
+    spanId,
+    sampled: (parseInt(match[3]!, 16) & 1) === 1,
+    tracestate,
+  }
+}
+
+/** The `traceparent` of `span` (W3C version 00). */
+export const traceparentOf = (span: Tracer.Span): string =>
+  `00-${span.traceId}-${span.spanId}-${span.sampled ? "01" : "00"}`
+
+/** Attaches the trace context an attempt carries upstream: its own span's, or the caller's as it came. */
+export const carryContext = (
+  headers: Record<string, string>,
+  attempt: Tracer.Span | undefined,
+  caller: CallerContext | undefined,
+): void => {
+  if (attempt !== undefined) headers["traceparent"] = traceparentOf(attempt)
+  else if (caller !== undefined) headers["traceparent"] = caller.traceparent
+  else return
+  if (caller?.tracestate !== undefined) headers["tracestate"] = caller.tracestate
+}
+
+/** `gen_ai.operation.name` of an upstream endpoint (OpenTelemetry GenAI conventions). */
+const operationOf = (endpoint: Endpoint): string => {
+  switch (endpoint) {
+    case "/v1/embeddings":
+      return "embeddings"
+    case "/v1/messages/count_tokens":
+      return "count_tokens"
+    default:
+      return "chat"
+  }
+}
+
+/** `gen_ai.provider.name` of a provider kind (the conventions' well-known values; Ollama has none). */
+const providerNameOf = (kind: ProviderClient["Service"]["kind"]): string => {
+  switch (kind) {
+    case "vertex":
+      return "gcp.vertex_ai"
+    default:
+      return kind
+  }
+}
+
+/** The error an ended span carries for its status: its message is the status description; no stack. */
+class SpanError extends Error {
+  constructor(name: string, message: string) {
+    super(message)
+    this.name = name
+    this.stack = `${name}: ${message}`
+  }
+}
+
+const failed = (name: string, message: string): Exit.Exit<never, SpanError> =>
+  Exit.fail(new SpanError(name, message))
+
+const INTERRUPTED = Exit.interrupt()
+
+/** Ends that are not the upstream's failure, when a response was cut short (the logger's rule, src/ops/logger.ts). */
+const NOT_UPSTREAM_CUTS = new Set(["client_disconnected", "client_stalled", "budget_exceeded", "shutdown"])
+/** Ends where nobody was left to answer: the span is ended as interrupted (status unset). */
+const LEFT = new Set(["client_disconnected", "shutdown"])
+
+/** One attempt's span and what the request's end still needs to know about it. */
+interface OpenAttempt {
+  readonly span: Tracer.Span
+  status: number | undefined
+}
+
+export class RequestTrace {
+  readonly server: Tracer.Span
+  private attempt: OpenAttempt | undefined = undefined
+
+  constructor(
+    private readonly tracer: RequestTracer,
+    endpoint: Endpoint,
+    requestId: string,
+    tenant: string,
+    keyId: string,
+    caller: CallerContext | undefined,
+  ) {
+    const parent =
+      caller === undefined
+        ? undefined
+        : Tracer.externalSpan({ traceId: caller.traceId, spanId: caller.spanId, sampled: caller.sampled })
+    const span = (this.server = tracer.span(`POST ${endpoint}`, "server", parent))
+    span.attribute("http.request.method", "POST")
+    span.attribute("http.route", endpoint)
+    span.attribute("url.path", endpoint)
+    span.attribute("tollgate.request_id", requestId)
+    span.attribute("tollgate.tenant", tenant)
+    span.attribute("tollgate.key_id", keyId)
+  }
+
+  get traceId(): string {
+    return this.server.traceId
+  }
+
+  /** A target skipped because its breaker is open or it is cooling down. */
+  breakerSkip(target: TargetConfig, reason: string): void {
+    this.server.event("tollgate.breaker_skip", this.tracer.now(), {
+      "tollgate.provider": target.provider,
+      "gen_ai.request.model": target.model,
+      "tollgate.reason": reason,
+    })
+  }
+
+  /** A retry or fallback the retry budget did not pay for: the attempts end here. */
+  retryBudgetRefused(target: TargetConfig): void {
+    this.server.event("tollgate.retry_budget_refused", this.tracer.now(), {
+      "tollgate.provider": target.provider,
+      "gen_ai.request.model": target.model,
+    })
+  }
+
+  /**
+   * Opens the span of attempt number `attempt` (1-based) and returns it, for
+   * the `traceparent` its request carries upstream.
+   */
+  startAttempt(
+    attempt: number,
+    client: Pick<ProviderClient["Service"], "kind">,
+    target: TargetConfig,
+    endpoint: Endpoint,
+    origin: string,
+  ): Tracer.Span {
+    const operation = operationOf(endpoint)
+    const span = this.tracer.span(`${operation} ${target.model}`, "client", this.server)
+    span.attribute("gen_ai.operation.name", operation)
+    span.attribute("gen_ai.provider.name", providerNameOf(client.kind))
+    span.attribute("gen_ai.request.model", target.model)
+    span.attribute("tollgate.attempt", attempt)
+    span.attribute("tollgate.provider", target.provider)
+    span.attribute("tollgate.upstream_endpoint", endpoint)
+    const server = addressOf(origin)
+    span.attribute("server.address", server.address)
+    if (server.port !== undefined) span.attribute("server.port", server.port)
+    this.attempt = { span, status: undefined }
+    return span
+  }
+
+  /** The attempt produced no response (connection failure, timeout before the head). */
+  attemptFailed(reason: string, detail: string): void {
+    const open = this.attempt
+    if (open === undefined) return
+    this.attempt = undefined
+    open.span.attribute("error.type", reason)
+    open.span.end(this.tracer.now(), failed(reason, detail))
+  }
+
+  /** The attempt's response head arrived with `status`. */
+  attemptResponded(status: number): void {
+    const open = this.attempt
+    if (open === undefined) return
+    open.status = status
+    open.span.attribute("http.response.status_code", status)
+  }
+
+  /** The attempt's response is not sent on (another attempt follows, or it is held as the last answer). */
+  attemptDiscarded(reason: string): void {
+    const open = this.attempt
+    if (open === undefined) return
+    this.attempt = undefined
+    open.span.attribute("error.type", reason)
+    open.span.end(this.tracer.now(), failed("upstream_error", reason))
+  }
+
+  /** The response's first byte went to the client: from here nothing is retried. */
+  committed(status: number): void {
+    this.server.event("tollgate.commit", this.tracer.now(), { "http.response.status_code": status })
+  }
+
+  /** A hard-budget stream stopped by the approximate cutoff (ADR 0029). */
+  cutoff(reason: string): void {
+    this.server.event("tollgate.stream_cutoff", this.tracer.now(), { "error.type": reason })
+  }
+
+  /**
+   * The request ended with `record`: the open attempt's span ends with the
+   * usage and the response model (`usage` is the committed response's), then
+   * the SERVER span with the route, cost and status. A span fails for a 5xx,
+   * a failure inside Tollgate, or a response the upstream cut short; a
+   * request whose client left (or that the drain ended) is interrupted.
+   */
+  finish(record: UsageRecord, usage: UsageAcc | undefined): void {
+    const now = this.tracer.now()
+    const error = record.error
+    const open = this.attempt
+    if (open !== undefined) {
+      this.attempt = undefined
+      const span = open.span
+      if (usage !== undefined) {
+        if (usage.model !== undefined) span.attribute("gen_ai.response.model", usage.model)
+        span.attribute("gen_ai.usage.input_tokens", record.input_tokens)
+        span.attribute("gen_ai.usage.output_tokens", record.output_tokens)
+        if (record.cache_read_tokens > 0)
+          span.attribute("gen_ai.usage.cache_read.input_tokens", record.cache_read_tokens)
+        if (record.cache_write_tokens > 0)
+          span.attribute("gen_ai.usage.cache_creation.input_tokens", record.cache_write_tokens)
+        if (record.usage_estimated) span.attribute("tollgate.usage_estimated", true)
+      }
+      const status = open.status
+      if (error !== null && LEFT.has(error)) span.end(now, INTERRUPTED)
+      else if (status === undefined) span.end(now, failed(error ?? "no_response", error ?? "no response"))
+      else if (status >= 400) span.end(now, failed("upstream_error", `status ${status}`))
+      else if (record.incomplete && error !== null && !NOT_UPSTREAM_CUTS.has(error))
+        span.end(now, failed(error, error))
+      else span.end(now, Exit.void)
+    }
+    const server = this.server
+    server.attribute("tollgate.route", record.route)
+    server.attribute("tollgate.attempts", record.attempts)
+    server.attribute("tollgate.cost_micro_usd", record.cost_micro_usd)
+    server.attribute("http.response.status_code", record.status)
+    if (record.provider !== null) server.attribute("tollgate.provider", record.provider)
+    if (record.stream) server.attribute("tollgate.stream", true)
+    if (record.incomplete) server.attribute("tollgate.incomplete", true)
+    if (error === null) return server.end(now, Exit.void)
+    server.attribute("error.type", error)
+    if (LEFT.has(error)) server.end(now, INTERRUPTED)
+    else if (
+      record.status >= 500 ||
+      error === "internal_error" ||
+      (record.incomplete && !NOT_UPSTREAM_CUTS.has(error))
+    )
+      server.end(now, failed(error, error))
+    else server.end(now, Exit.void)
+  }
+}
+
+/** `server.address` and `server.port` of each upstream origin, parsed once (there are as many as providers). */
+const addresses = new Map<string, { readonly address: string; readonly port: number | undefined }>()
+
+const addressOf = (origin: string) => {
+  let known = addresses.get(origin)
+  if (known === undefined) {
+    let address = origin
+    let port: number | undefined
+    try {
+      const url = new URL(origin)
+      address = url.hostname
+      port = url.port === "" ? (url.protocol === "https:" ? 443 : 80) : Number(url.port)
+    } catch {
+      // Not a URL: named as it is.
+    }
+    if (addresses.size >= 1024) addresses.clear()
+    addresses.set(origin, (known = { address, port }))
+  }
+  return known
+}
