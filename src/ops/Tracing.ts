@@ -132,17 +132,17 @@ const serialization = (protocol: TelemetryConfig["otlpProtocol"]) =>
 
 /**
  * The exporter's HTTP client: fetch, at most {@link maxExportsInFlight} posts at once,
- * each within {@link exportTimeoutMs}. It never fails: a batch that cannot be
+ * each within {@link exportTimeoutMs} (`OTEL_EXPORTER_OTLP_TIMEOUT` ms when set). It never fails: a batch that cannot be
  * delivered is reported dropped and answered with a local 204, so Effect's exporter
  * neither retries it nor switches itself off for a minute (what it does after a failure).
  */
-const exportClient = (options: TracingOptions) =>
+const exportClient = (report: (result: ExportResult, spans: number) => void, timeoutOverride?: number) =>
   Layer.effect(
     HttpClient.HttpClient,
     Effect.gen(function* () {
       const fetchClient = yield* HttpClient.HttpClient
-      const report = options.onExport ?? (() => {})
-      const timeoutMs = options.exportTimeoutMs ?? exportTimeoutMs
+      const timeoutMs =
+        timeoutOverride ?? positiveInteger(yield* readEnv("OTEL_EXPORTER_OTLP_TIMEOUT")) ?? exportTimeoutMs
       let inFlight = 0
       return fetchClient.pipe(
         HttpClient.transform((effect, request) => {
@@ -151,21 +151,27 @@ const exportClient = (options: TracingOptions) =>
             report("dropped", spans)
             return HttpClientResponse.fromWeb(request, new Response(null, { status: 204 }))
           })
+          // The count goes up and its decrement is in place with no interruption point between; the post
+          // itself stays interruptible, so a shutdown does not wait for a collector that never answers.
           return Effect.uninterruptibleMask((restore) =>
             Effect.suspend(() => {
               if (inFlight >= maxExportsInFlight) return dropped
               inFlight++
-              return restore(effect).pipe(
-                Effect.flatMap((response) =>
-                  response.status >= 200 && response.status < 300
-                    ? Effect.sync(() => {
-                        report("exported", spans)
-                        return response
-                      })
-                    : Effect.andThen(Effect.ignore(response.arrayBuffer), dropped),
+              return restore(
+                effect.pipe(
+                  Effect.flatMap((response) =>
+                    response.status >= 200 && response.status < 300
+                      ? Effect.sync(() => {
+                          report("exported", spans)
+                          return response
+                        })
+                      : Effect.andThen(Effect.ignore(response.arrayBuffer), dropped),
+                  ),
+                  Effect.timeout(timeoutMs),
+                  Effect.catchCause(() => dropped),
                 ),
-                Effect.timeout(timeoutMs),
-                Effect.catchCause(() => dropped),
+              ).pipe(
+                Effect.onInterrupt(() => Effect.sync(() => report("dropped", spans))),
                 Effect.ensuring(Effect.sync(() => inFlight--)),
               )
             }),
@@ -230,7 +236,7 @@ export const layer = (telemetry: TelemetryConfig, options: TracingOptions = {}):
     }),
   ).pipe(
     Layer.provide(
-      Layer.mergeAll(serialization(telemetry.otlpProtocol), exportClient({ ...options, onExport })),
+      Layer.mergeAll(serialization(telemetry.otlpProtocol), exportClient(onExport, options.exportTimeoutMs)),
     ),
     Layer.provide(OtlpExporter.layerFlusher),
   )
