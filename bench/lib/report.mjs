@@ -10,6 +10,8 @@ export const TARGETS = [
   "tollgate_limits_memory",
   "tollgate_limits_redis",
   "tollgate_fallback",
+  "tollgate_traced",
+  "tollgate_traced_sampled",
 ]
 export const LABELS = {
   direct: "direct",
@@ -18,6 +20,8 @@ export const LABELS = {
   tollgate_limits_memory: "tollgate+limits(memory)",
   tollgate_limits_redis: "tollgate+limits(redis)",
   tollgate_fallback: "tollgate fallback (529→ok)",
+  tollgate_traced: "tollgate+tracing 1.0",
+  tollgate_traced_sampled: "tollgate+tracing 0.1",
   plain_proxy_responses: "plain proxy (responses)",
   tollgate_responses: "tollgate responses",
   plain_proxy_chat: "plain proxy (chat)",
@@ -57,8 +61,14 @@ export const kindsOf = (target) =>
  */
 export const holdsStreams = (target) => target !== "direct" && target !== "tollgate_fallback"
 
-/** The rows compared with `tollgate` (no limits) in the second table. */
-const VARIANTS = ["tollgate_limits_memory", "tollgate_limits_redis", "tollgate_fallback"]
+/** The rows compared with `tollgate` (no limits, no tracing) in the second table. */
+const VARIANTS = [
+  "tollgate_limits_memory",
+  "tollgate_limits_redis",
+  "tollgate_fallback",
+  "tollgate_traced",
+  "tollgate_traced_sampled",
+]
 
 const median = (values) => {
   const present = values.filter((v) => typeof v === "number" && Number.isFinite(v)).sort((a, b) => a - b)

@@ -15,6 +15,10 @@
 //   tollgate_translated      the `tollgate` config plus route `bench-translated` (`api: openai`,
 //                            `translate: true`) whose only target is the fake as an anthropic provider, so
 //                            Chat Completions requests go out as Anthropic Messages and come back translated
+//   tollgate_traced          the `tollgate` config plus tracing (#18): `telemetry` with `otlp_endpoint` the
+//                            bench's OTLP sink (bench/lib/collector.mjs) and `sample_ratio: 1.0`, so every
+//                            request makes a trace that is exported
+//   tollgate_traced_sampled  the same with `sample_ratio: 0.1` (about one request in ten is traced)
 import { createHash } from "node:crypto"
 import { writeFile } from "node:fs/promises"
 import { join } from "node:path"
@@ -55,13 +59,27 @@ const providers = (name, url) =>
   ${name}-openai: { kind: openai, base_url: "${url}", api_key_env: ${UPSTREAM_KEY_ENV} }
 `
 
+/** The sample ratio of each tracing variant (the variants that need a collector). */
+export const TRACED_VARIANTS = { tollgate_traced: 1.0, tollgate_traced_sampled: 0.1 }
+
 /**
  * Writes `tollgate-VARIANT.yaml` (and `pricing.yaml`) into `dir`; returns the config path.
  * `variant` is one of the names above; `redisUrl` is for `tollgate_limits_redis`, `failingUrl` (the fake
- * that answers 529) for `tollgate_fallback`.
+ * that answers 529) for `tollgate_fallback`, `collectorUrl` (the OTLP/HTTP sink's root) for the
+ * `tollgate_traced` variants.
  */
-export const writeTollgateConfig = async (dir, variant, { upstreamUrl, redisUrl, failingUrl }) => {
+export const writeTollgateConfig = async (dir, variant, { upstreamUrl, redisUrl, failingUrl, collectorUrl }) => {
   const sha256 = createHash("sha256").update(CLIENT_KEY).digest("hex")
+  const sampleRatio = TRACED_VARIANTS[variant]
+  if (sampleRatio !== undefined && collectorUrl === undefined)
+    throw new Error(`variant ${variant} needs a collectorUrl`)
+  const telemetry =
+    sampleRatio === undefined
+      ? ""
+      : `telemetry:
+  otlp_endpoint: ${collectorUrl}
+  sample_ratio: ${sampleRatio.toFixed(1)}
+`
   const limited = variant === "tollgate_limits_memory" || variant === "tollgate_limits_redis"
   const fallback = variant === "tollgate_fallback"
   const translatedRoute =
@@ -101,7 +119,7 @@ ${store}usage:
   file: usage-${variant}.jsonl
 pricing:
   file: pricing.yaml
-${fallback ? FALLBACK_RELIABILITY : ""}providers:
+${fallback ? FALLBACK_RELIABILITY : ""}${telemetry}providers:
 ${providers("fake", upstreamUrl)}${fallback ? providers("failing", failingUrl) : ""}routes:
   ${ROUTES.anthropic}:
     api: anthropic
@@ -136,7 +154,8 @@ const PROMPT = "You are a benchmark. Reply with a few words about gateways, late
  * `api` is "anthropic" or "openai"; `target` is the row: direct and plain_proxy send the upstream model
  * name and key; the tollgate rows send a route name and the Tollgate key (tollgate_fallback: the fallback
  * route, and each response must show it took 2 attempts and was served by the normal fake; the +limits
- * rows: each response must carry the `ratelimit-limit` header, so the limits were applied). `stream`
+ * rows: each response must carry the `ratelimit-limit` header, so the limits were applied; the tracing
+ * rows send and expect what `tollgate` does). `stream`
  * requests ask for `streamTokens` output tokens; the fake runs with scenario `max-tokens`, so that is
  * exactly the number of delta events.
  */

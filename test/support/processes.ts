@@ -116,6 +116,8 @@ export interface GatewayConfigOptions {
   readonly provider?: string
   readonly server?: Record<string, unknown>
   readonly tenant?: Record<string, unknown>
+  /** More top-level sections (e.g. `telemetry`). */
+  readonly sections?: Record<string, unknown>
 }
 
 /**
@@ -148,6 +150,7 @@ export const writeGatewayConfig = (options: GatewayConfigOptions): string => {
       },
       routes: { claude: { api: "anthropic", targets: [{ provider, model: "claude-sonnet-5-5" }] } },
       tenants: { acme: { keys: [{ id: "ci", sha256: options.keyHash }], routes: "*", ...options.tenant } },
+      ...options.sections,
     }),
   )
   return config
