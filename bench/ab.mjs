@@ -10,19 +10,33 @@
 // throughput, median RSS under load, and RSS now (idle) and highest RSS (VmHWM) after the last round.
 //
 // Usage: node bench/ab.mjs json|sse NAME=SERVER NAME=SERVER [--seconds 4] [--rounds 6] [--concurrency 32]
+//                          [--variant NAME=VARIANT]...
 //   SERVER is the path of a `tollgate` bundle (e.g. a copy of bin/tollgate built from another commit), or
 //   `proxy` for bench/plain-proxy.mjs, optionally after Node options for that server's process, the whole
 //   in one argument (e.g. 'semi16=--max-semi-space-size=16 bin/tollgate'; a bundle's own
 //   `#!/usr/bin/env -S node OPTIONS` line is honoured too, before these). Example, the current build
 //   against the plain proxy:
 //   node bench/ab.mjs json proxy=proxy tollgate=bin/tollgate
+//   --variant NAME=VARIANT (repeatable) configures Tollgate server NAME with that variant of
+//   bench/lib/setup.mjs instead of `tollgate` (e.g. tollgate_limits_memory, or tollgate_traced /
+//   tollgate_traced_sampled: tracing at sample ratio 1.0 / 0.1, its spans posted to an OTLP/HTTP sink in
+//   this process, bench/lib/collector.mjs, started when a variant needs it; what it received is printed
+//   at the end). Requests are the variant's own (`requestFor`). Tracing off against on, same build:
+//   node bench/ab.mjs json off=bin/tollgate on=bin/tollgate --variant on=tollgate_traced
 import { mkdirSync, mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
+import { startCollector } from "./lib/collector.mjs"
 import { cpuTimeMs, memoryMb, runLoad, shebangNodeArgs, startServer, stopAll } from "./lib/procs.mjs"
-import { requestFor, UPSTREAM_KEY, UPSTREAM_KEY_ENV, writeTollgateConfig } from "./lib/setup.mjs"
+import {
+  requestFor,
+  TRACED_VARIANTS,
+  UPSTREAM_KEY,
+  UPSTREAM_KEY_ENV,
+  writeTollgateConfig,
+} from "./lib/setup.mjs"
 
 const here = dirname(fileURLToPath(import.meta.url))
 const { values, positionals } = parseArgs({
@@ -31,18 +45,47 @@ const { values, positionals } = parseArgs({
     seconds: { type: "string", default: "4" },
     rounds: { type: "string", default: "6" },
     concurrency: { type: "string", default: "32" },
+    variant: { type: "string", multiple: true, default: [] },
   },
 })
 const [kind, ...specs] = positionals
-if ((kind !== "json" && kind !== "sse") || specs.length !== 2 || specs.some((s) => !s.includes("="))) {
-  console.error("usage: node bench/ab.mjs json|sse NAME=SERVER NAME=SERVER [--seconds S] [--rounds N]")
+const usage = () => {
+  console.error(
+    "usage: node bench/ab.mjs json|sse NAME=SERVER NAME=SERVER [--seconds S] [--rounds N] [--concurrency C]" +
+      " [--variant NAME=VARIANT]...",
+  )
   process.exit(2)
+}
+if ((kind !== "json" && kind !== "sse") || specs.length !== 2 || specs.some((s) => !s.includes("="))) usage()
+const names = specs.map((spec) => spec.slice(0, spec.indexOf("=")))
+/** The setup.mjs variant of each server named by --variant (the others: `tollgate`). */
+const variants = {}
+/** Variants that use routes or fakes other than `tollgate`'s, which this script does not start. */
+const UNSUPPORTED = new Set(["tollgate_limits_redis", "tollgate_fallback"])
+for (const option of values.variant) {
+  const at = option.indexOf("=")
+  const name = option.slice(0, at)
+  const variant = option.slice(at + 1)
+  const proxy = specs[names.indexOf(name)]?.trim().split(/\s+/).at(-1) === "proxy"
+  if (at <= 0 || !names.includes(name) || proxy || !variant.startsWith("tollgate") || UNSUPPORTED.has(variant)) {
+    console.error(
+      `--variant ${option}: want NAME=VARIANT, NAME one of the Tollgate servers (${names.join(", ")}), VARIANT a` +
+        " Tollgate variant of bench/lib/setup.mjs other than tollgate_limits_redis and tollgate_fallback",
+    )
+    usage()
+  }
+  variants[name] = variant
 }
 const seconds = Number(values.seconds)
 const rounds = Number(values.rounds)
 const dir = mkdtempSync(join(tmpdir(), "tollgate-ab-"))
+let collector
 
 try {
+  if (Object.values(variants).some((variant) => TRACED_VARIANTS[variant] !== undefined)) {
+    collector = await startCollector()
+    console.log(`otlp collector ${collector.url} (in this process)`)
+  }
   const fake = await startServer({
     name: "fake",
     script: join(here, "..", "bin", "fakeprovider"),
@@ -60,6 +103,7 @@ try {
     const server = words.at(-1)
     const nodeArgs = words.slice(0, -1)
     const proxy = server === "proxy"
+    const variant = proxy ? "plain_proxy" : (variants[name] ?? "tollgate")
     let started
     if (proxy) {
       started = await startServer({
@@ -74,7 +118,10 @@ try {
     } else {
       const own = join(dir, name)
       mkdirSync(own)
-      const config = await writeTollgateConfig(own, "tollgate", { upstreamUrl: fake.url })
+      const config = await writeTollgateConfig(own, variant, {
+        upstreamUrl: fake.url,
+        ...(collector === undefined ? {} : { collectorUrl: `${collector.url}/${name}` }),
+      })
       started = await startServer({
         name,
         script: resolve(server),
@@ -84,7 +131,8 @@ try {
         logFile: join(dir, `${name}.log`),
       })
     }
-    servers.push({ name, url: started.url, pid: started.child.pid, proxy })
+    servers.push({ name, url: started.url, pid: started.child.pid, proxy, variant })
+    if (values.variant.length > 0) console.log(`${name}: ${variant} ${started.url}`)
   }
 
   const cpu = servers.map(() => [])
@@ -95,7 +143,7 @@ try {
       servers.map((s) => {
         const req = requestFor({
           api: "anthropic",
-          target: s.proxy ? "plain_proxy" : "tollgate",
+          target: s.variant,
           stream: kind === "sse",
           jsonTokens: 16,
           streamTokens: 50,
@@ -157,4 +205,11 @@ try {
   }
 } finally {
   await stopAll()
+  if (collector !== undefined) {
+    // After the servers have stopped: each flushes its last spans at shutdown.
+    const { posts, bytes, byPath } = collector.stats
+    const paths = Object.entries(byPath).map(([path, got]) => `${path} ${got.posts} posts, ${got.bytes} bytes`)
+    console.log(`otlp collector received ${posts} posts, ${bytes} bytes (${paths.join("; ")})`)
+    await collector.close()
+  }
 }

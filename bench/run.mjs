@@ -1,7 +1,8 @@
 // `npm run bench`: Tollgate against the fake upstream directly and against a plain Node proxy, in one run,
-// plus what limits and budgets (memory and Redis store) and one fallback cost.
+// plus what limits and budgets (memory and Redis store), one fallback and OpenTelemetry tracing cost.
 // Starts the fake upstream, the plain proxy and one Tollgate per row (each its own process; a Redis and a
-// second fake answering 529 for the rows that need them), then runs the measurements of every row, each
+// second fake answering 529 for the rows that need them; for the tracing rows, one OTLP/HTTP sink in this
+// process, bench/lib/collector.mjs, that both send their spans to), then runs the measurements of every row, each
 // in a fresh load-generator process, rotating the row order between measurements, then the paired phase
 // (adjacent plain-proxy / Tollgate runs, the headline ratio), then the open-streams phase (BENCH_STREAMS SSE
 // streams held open at once through each server, its RSS sampled). Before the open-streams phase, the
@@ -11,7 +12,7 @@
 // line of stdout).
 // Options (env): BENCH_DURATION_S (5), BENCH_WARMUP_S (1), BENCH_PRIME_S (6), BENCH_CONCURRENCY (64), BENCH_RPS (500),
 // BENCH_ROUNDS (1), BENCH_PAIRS (4), BENCH_PAIR_S (3), BENCH_STREAMS (1000), BENCH_API (anthropic | openai), BENCH_UPSTREAM (fake | stub), BENCH_LIMITS (1 | 0),
-// BENCH_REDIS (1 | 0), BENCH_FALLBACK (1 | 0), BENCH_RESPONSES (1 | 0), BENCH_TRANSLATED (1 | 0), BENCH_PATH_ROUNDS (2),
+// BENCH_REDIS (1 | 0), BENCH_FALLBACK (1 | 0), BENCH_TRACING (1 | 0), BENCH_RESPONSES (1 | 0), BENCH_TRANSLATED (1 | 0), BENCH_PATH_ROUNDS (2),
 // BENCH_TOLLGATE, BENCH_FAKEPROVIDER and BENCH_REDIS_SERVER
 // (binary paths; default bin/tollgate, bin/fakeprovider, redis-server on PATH). See bench/README.md.
 import { existsSync, rmSync } from "node:fs"
@@ -32,6 +33,7 @@ import {
   stopAll,
   which,
 } from "./lib/procs.mjs"
+import { startCollector } from "./lib/collector.mjs"
 import { redisCommand, startRedis } from "./lib/redis.mjs"
 import {
   formatSummary,
@@ -87,6 +89,7 @@ const readOptions = () => ({
   limits: flag("BENCH_LIMITS"),
   redis: flag("BENCH_REDIS"),
   fallback: flag("BENCH_FALLBACK"),
+  tracing: flag("BENCH_TRACING"),
   responses: flag("BENCH_RESPONSES"),
   translated: flag("BENCH_TRANSLATED"),
   // Rounded up to an even count, like BENCH_PAIRS: the order of each group alternates from round to round.
@@ -108,7 +111,8 @@ const enabled = TARGETS.filter(
   (target) =>
     !(target.startsWith("tollgate_limits") && !options.limits) &&
     !(target === "tollgate_limits_redis" && !options.redis) &&
-    !(target === "tollgate_fallback" && !options.fallback),
+    !(target === "tollgate_fallback" && !options.fallback) &&
+    !(target.startsWith("tollgate_traced") && !options.tracing),
 )
 
 /** The groups of the API-path phase this run measures (none with BENCH_PATH_ROUNDS=0), and their rows. */
@@ -152,6 +156,25 @@ const smokeTest = async (url, target) => {
 
 /** Thrown for a row that cannot run because an optional tool is missing (shown, but the run stays valid). */
 class Unavailable extends Error {}
+
+/** The OTLP/HTTP sink of the tracing rows (a promise of it), started by the first row that needs it. */
+let collector
+
+/** The sink's root, started once (in this process); each tracing row posts under a path of its own. */
+const collectorUrl = async () => {
+  collector ??= startCollector().then((started) => {
+    log(`otlp collector  ${started.url}  (in the bench process)`)
+    return started
+  })
+  return (await collector).url
+}
+
+/** The sink's counts, logged at the end so one sees the spans were exported; undefined if never started. */
+const collectorStats = async () => {
+  if (collector === undefined) return undefined
+  const { stats } = await collector
+  return stats
+}
 
 const startAll = async (dir) => {
   const fakeScript =
@@ -220,6 +243,12 @@ const startAll = async (dir) => {
       log(`fake 529        ${failing.url}`)
       return startTollgate("tollgate_fallback", { failingUrl: failing.url })
     },
+    tollgate_traced: async () =>
+      startTollgate("tollgate_traced", { collectorUrl: `${await collectorUrl()}/tollgate_traced` }),
+    tollgate_traced_sampled: async () =>
+      startTollgate("tollgate_traced_sampled", {
+        collectorUrl: `${await collectorUrl()}/tollgate_traced_sampled`,
+      }),
     tollgate_responses: () => startTollgate("tollgate_responses", {}),
     tollgate_chat: () => startTollgate("tollgate_chat", {}),
     tollgate_translated: () => startTollgate("tollgate_translated", {}),
@@ -506,6 +535,24 @@ const measureOpenStreams = async (servers) => {
 
 let tempDir
 
+/**
+ * After the servers have stopped (each flushes its last spans at shutdown): what the OTLP sink received,
+ * in all and per tracing row, on stderr; then closes it.
+ */
+const logCollector = async () => {
+  if (collector === undefined) return
+  const started = await collector.catch(() => undefined)
+  if (started === undefined) return
+  const { posts, bytes, byPath } = started.stats
+  const kb = (n) => `${(n / 1024).toFixed(1)} KB`
+  log(`otlp collector received ${posts} posts, ${kb(bytes)}`)
+  for (const [path, got] of Object.entries(byPath)) {
+    const row = path.split("/")[1]
+    log(`  ${(LABELS[row] ?? path).padEnd(24)} ${got.posts} posts, ${kb(got.bytes)}  (${path})`)
+  }
+  await started.close()
+}
+
 const main = async () => {
   const dir = await mkdtemp(join(tmpdir(), "tollgate-bench-"))
   tempDir = dir
@@ -548,9 +595,15 @@ const main = async () => {
     })
     const load = `load average (1 min): ${machine.loadAverageAtStart} at start, ${machine.loadAverageAtEnd} at end, ${machine.cpus} CPUs`
     process.stdout.write(`\n${[...formatSummary(summary, options), load].join("\n")}\n`)
-    process.stdout.write(`${JSON.stringify({ options, machine, ...summary, runs, pairRuns, pathRuns })}\n`)
+    const spans = await collectorStats()
+    // A copy: the servers are still running (and may still export) until stopAll below.
+    const otlpCollector = spans === undefined ? undefined : structuredClone(spans)
+    process.stdout.write(
+      `${JSON.stringify({ options, machine, ...summary, ...(otlpCollector === undefined ? {} : { otlpCollector }), runs, pairRuns, pathRuns })}\n`,
+    )
   } finally {
     await stopAll()
+    await logCollector()
     await rm(dir, { recursive: true, force: true })
   }
 }

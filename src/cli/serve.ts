@@ -22,18 +22,21 @@ export interface RunOptions {
   readonly reloadOnSignal?: boolean | "ignore"
 }
 
-/** The store as the summary names it: `memory`, or the Redis URL without its credentials. */
-const describeStore = (store: TollgateConfig["store"]): string => {
-  if (store.kind === "memory") return "memory"
+/** A URL as the summary shows it: without credentials. */
+const withoutCredentials = (text: string, otherwise: string): string => {
   try {
-    const url = new URL(store.url)
+    const url = new URL(text)
     url.username = ""
     url.password = ""
     return url.toString()
   } catch {
-    return "redis"
+    return otherwise
   }
 }
+
+/** The store as the summary names it: `memory`, or the Redis URL without its credentials. */
+const describeStore = (store: TollgateConfig["store"]): string =>
+  store.kind === "memory" ? "memory" : withoutCredentials(store.url, "redis")
 
 const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : "s"}`
 
@@ -46,10 +49,24 @@ export const logStartupSummary = (config: TollgateConfig, prices: string) => {
   const routes = [...config.routes.keys()]
   const tenants = [...config.tenants.keys()]
   const store = describeStore(config.store)
+  const { otlpEndpoint, sampleRatio } = config.telemetry
+  const tracing =
+    otlpEndpoint === undefined
+      ? undefined
+      : `${withoutCredentials(otlpEndpoint, "on")} (sample ${sampleRatio})`
   return Effect.logInfo(
     `ready: ${plural(providers.length, "provider")}, ${plural(routes.length, "route")}, ` +
-      `${plural(tenants.length, "tenant")}; store ${store}; prices ${prices}`,
-    { providers, routes, tenants, store, usage_file: config.usageFile, prices },
+      `${plural(tenants.length, "tenant")}; store ${store}; prices ${prices}` +
+      (tracing === undefined ? "" : `; tracing to ${tracing}`),
+    {
+      providers,
+      routes,
+      tenants,
+      store,
+      usage_file: config.usageFile,
+      prices,
+      ...(tracing === undefined ? {} : { tracing }),
+    },
   )
 }
 

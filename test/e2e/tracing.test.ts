@@ -46,6 +46,7 @@ describe("tracing in the built binary", () => {
       { headers: { traceparent: `00-${CALLER_TRACE}-${CALLER_SPAN}-01` } },
     )
     const message = await stream.finalMessage()
+    expect(gateway.output()).toContain(`; tracing to ${collector.url}/ (sample 1)`)
     expect(message.usage.output_tokens).toBeGreaterThan(0)
 
     // Nothing is posted before the 5 s interval; SIGTERM flushes the batch.
