@@ -30,6 +30,7 @@ import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
 import { startCollector } from "./lib/collector.mjs"
 import { cpuTimeMs, memoryMb, runLoad, shebangNodeArgs, startServer, stopAll } from "./lib/procs.mjs"
+import { LABELS } from "./lib/report.mjs"
 import {
   requestFor,
   TRACED_VARIANTS,
@@ -60,17 +61,23 @@ if ((kind !== "json" && kind !== "sse") || specs.length !== 2 || specs.some((s) 
 const names = specs.map((spec) => spec.slice(0, spec.indexOf("=")))
 /** The setup.mjs variant of each server named by --variant (the others: `tollgate`). */
 const variants = {}
-/** Variants that use routes or fakes other than `tollgate`'s, which this script does not start. */
-const UNSUPPORTED = new Set(["tollgate_limits_redis", "tollgate_fallback"])
+/**
+ * The variants --variant takes: every Tollgate row of the bench but those that need a Redis or a second
+ * fake (answering 529), which this script does not start.
+ */
+const VARIANTS = Object.keys(LABELS).filter(
+  (row) => row.startsWith("tollgate") && row !== "tollgate_limits_redis" && row !== "tollgate_fallback",
+)
 for (const option of values.variant) {
   const at = option.indexOf("=")
   const name = option.slice(0, at)
   const variant = option.slice(at + 1)
-  const proxy = specs[names.indexOf(name)]?.trim().split(/\s+/).at(-1) === "proxy"
-  if (at <= 0 || !names.includes(name) || proxy || !variant.startsWith("tollgate") || UNSUPPORTED.has(variant)) {
+  const spec = specs[names.indexOf(name)]
+  const proxy = spec?.slice(spec.indexOf("=") + 1).trim().split(/\s+/).at(-1) === "proxy"
+  if (at <= 0 || !names.includes(name) || proxy || !VARIANTS.includes(variant)) {
     console.error(
-      `--variant ${option}: want NAME=VARIANT, NAME one of the Tollgate servers (${names.join(", ")}), VARIANT a` +
-        " Tollgate variant of bench/lib/setup.mjs other than tollgate_limits_redis and tollgate_fallback",
+      `--variant ${option}: want NAME=VARIANT, NAME a Tollgate server of ${names.join(", ")}, VARIANT one of` +
+        ` ${VARIANTS.join(", ")}`,
     )
     usage()
   }

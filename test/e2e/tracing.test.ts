@@ -6,13 +6,11 @@
  * the usage record and the request's log line.
  */
 import Anthropic from "@anthropic-ai/sdk"
-import { mkdtempSync, readFileSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
-import { generateKey, hashKey } from "../../src/keys/keys.js"
 import { startCollector, type Collector } from "../support/collector.js"
-import { FAKEPROVIDER, startBinary, startGateway, type Running } from "../support/processes.js"
+import { startFakeAndGateway, type Running } from "../support/processes.js"
 
 const CALLER_TRACE = "0af7651916cd43dd8448eb211c80319c"
 const CALLER_SPAN = "b7ad6b7169203331"
@@ -27,18 +25,9 @@ describe("tracing in the built binary", () => {
 
   it("exports a continued trace at shutdown; the upstream, the record and the log line carry its ids", async () => {
     collector = await startCollector()
-    const dir = mkdtempSync(join(tmpdir(), "tollgate-tracing-"))
-    const key = generateKey()
-    const fake = await startBinary(FAKEPROVIDER, ["--listen", "127.0.0.1:0"])
-    started.push(fake)
-    const gateway = await startGateway({
-      dir,
-      upstreamUrl: fake.url,
-      keyHash: hashKey(key),
-      upstreamKey: "sk-tracing",
+    const { dir, key, fake, gateway } = await startFakeAndGateway("tracing", started, {
       sections: { telemetry: { otlp_endpoint: collector.url, service_name: "tollgate-e2e" } },
     })
-    started.push(gateway)
 
     const client = new Anthropic({ baseURL: gateway.url, apiKey: key, maxRetries: 0 })
     const stream = client.messages.stream(

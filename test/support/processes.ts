@@ -172,7 +172,11 @@ export const startGateway = (
 export const startFakeAndGateway = async (
   name: string,
   started: Array<Running>,
-  options: { readonly provider?: string; readonly server?: Record<string, unknown> } = {},
+  options: {
+    readonly provider?: string
+    readonly server?: Record<string, unknown>
+    readonly sections?: Record<string, unknown>
+  } = {},
 ) => {
   const dir = mkdtempSync(join(tmpdir(), `tollgate-${name}-`))
   const key = generateKey()
