@@ -73,7 +73,12 @@ for (const option of values.variant) {
   const name = option.slice(0, at)
   const variant = option.slice(at + 1)
   const spec = specs[names.indexOf(name)]
-  const proxy = spec?.slice(spec.indexOf("=") + 1).trim().split(/\s+/).at(-1) === "proxy"
+  const proxy =
+    spec
+      ?.slice(spec.indexOf("=") + 1)
+      .trim()
+      .split(/\s+/)
+      .at(-1) === "proxy"
   if (at <= 0 || !names.includes(name) || proxy || !VARIANTS.includes(variant)) {
     console.error(
       `--variant ${option}: want NAME=VARIANT, NAME a Tollgate server of ${names.join(", ")}, VARIANT one of` +
@@ -215,7 +220,9 @@ try {
   if (collector !== undefined) {
     // After the servers have stopped: each flushes its last spans at shutdown.
     const { posts, bytes, byPath } = collector.stats
-    const paths = Object.entries(byPath).map(([path, got]) => `${path} ${got.posts} posts, ${got.bytes} bytes`)
+    const paths = Object.entries(byPath).map(
+      ([path, got]) => `${path} ${got.posts} posts, ${got.bytes} bytes`,
+    )
     console.log(`otlp collector received ${posts} posts, ${bytes} bytes (${paths.join("; ")})`)
     await collector.close()
   }

@@ -2,14 +2,14 @@
 // plus what limits and budgets (memory and Redis store), one fallback and OpenTelemetry tracing cost.
 // Starts the fake upstream, the plain proxy and one Tollgate per row (each its own process; a Redis and a
 // second fake answering 529 for the rows that need them; for the tracing rows, one OTLP/HTTP sink in this
-// process, bench/lib/collector.mjs, that both send their spans to), then runs the measurements of every row, each
-// in a fresh load-generator process, rotating the row order between measurements, then the paired phase
-// (adjacent plain-proxy / Tollgate runs, the headline ratio), then the open-streams phase (BENCH_STREAMS SSE
-// streams held open at once through each server, its RSS sampled). Before the open-streams phase, the
-// API-path phase: the OpenAI Responses API through Tollgate and through the plain proxy, and Chat
-// Completions through a translating route (to an Anthropic target) next to the plain proxy and Tollgate's
-// untranslated route, in adjacent runs. Prints a table, then the same results as one JSON line (the last
-// line of stdout).
+// process, bench/lib/collector.mjs, that both send their spans to), then runs the measurements of every
+// row, each in a fresh load-generator process, rotating the row order between measurements, then the paired
+// phase (adjacent plain-proxy / Tollgate runs, the headline ratio), then the open-streams phase
+// (BENCH_STREAMS SSE streams held open at once through each server, its RSS sampled). Before the
+// open-streams phase, the API-path phase: the OpenAI Responses API through Tollgate and through the plain
+// proxy, and Chat Completions through a translating route (to an Anthropic target) next to the plain proxy
+// and Tollgate's untranslated route, in adjacent runs. Prints a table, then the same results as one JSON
+// line (the last line of stdout).
 // Options (env): BENCH_DURATION_S (5), BENCH_WARMUP_S (1), BENCH_PRIME_S (6), BENCH_CONCURRENCY (64), BENCH_RPS (500),
 // BENCH_ROUNDS (1), BENCH_PAIRS (4), BENCH_PAIR_S (3), BENCH_STREAMS (1000), BENCH_API (anthropic | openai), BENCH_UPSTREAM (fake | stub), BENCH_LIMITS (1 | 0),
 // BENCH_REDIS (1 | 0), BENCH_FALLBACK (1 | 0), BENCH_TRACING (1 | 0), BENCH_RESPONSES (1 | 0), BENCH_TRANSLATED (1 | 0), BENCH_PATH_ROUNDS (2),
@@ -21,6 +21,7 @@ import { availableParallelism, loadavg, tmpdir } from "node:os"
 import { dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 import { request } from "undici"
+import { startCollector } from "./lib/collector.mjs"
 import {
   cpuTimeMs,
   killAllNow,
@@ -33,7 +34,6 @@ import {
   stopAll,
   which,
 } from "./lib/procs.mjs"
-import { startCollector } from "./lib/collector.mjs"
 import { redisCommand, startRedis } from "./lib/redis.mjs"
 import {
   formatSummary,
@@ -595,11 +595,12 @@ const main = async () => {
     })
     const load = `load average (1 min): ${machine.loadAverageAtStart} at start, ${machine.loadAverageAtEnd} at end, ${machine.cpus} CPUs`
     process.stdout.write(`\n${[...formatSummary(summary, options), load].join("\n")}\n`)
-    const spans = await collectorStats()
-    // A copy: the servers are still running (and may still export) until stopAll below.
-    const otlpCollector = spans === undefined ? undefined : structuredClone(spans)
+    // The sink's counts so far: the servers are still running until stopAll below (the stderr line then
+    // has the final counts, with the spans each server flushes at shutdown).
+    const otlpCollector = await collectorStats()
+    const spans = otlpCollector === undefined ? {} : { otlpCollector }
     process.stdout.write(
-      `${JSON.stringify({ options, machine, ...summary, ...(otlpCollector === undefined ? {} : { otlpCollector }), runs, pairRuns, pathRuns })}\n`,
+      `${JSON.stringify({ options, machine, ...summary, ...spans, runs, pairRuns, pathRuns })}\n`,
     )
   } finally {
     await stopAll()

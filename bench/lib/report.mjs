@@ -1,6 +1,6 @@
 // Turns the per-run results into the summary: medians over rounds, the table, the ratios to the plain
-// proxy and to Tollgate without limits, the latency each row adds over going direct, and each server's
-// resident memory (idle after warm-up, and with the open-streams phase's streams open).
+// proxy and to Tollgate without limits or tracing, the latency each row adds over going direct, and each
+// server's resident memory (idle after warm-up, and with the open-streams phase's streams open).
 
 /** Every row the bench knows, in table order. A run measures the ones its options enable. */
 export const TARGETS = [
@@ -368,7 +368,7 @@ export const formatSummary = (summary, options) => {
   if (relative.length > 1) {
     out.push("")
     out.push(
-      "relative to plain proxy (÷proxy) and to tollgate without limits (÷tollgate, Δ = row − tollgate):",
+      "relative to plain proxy (÷proxy) and to tollgate without limits or tracing (÷tollgate, Δ = row − tollgate):",
     )
     out.push(
       ...table(

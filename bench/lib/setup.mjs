@@ -68,7 +68,11 @@ export const TRACED_VARIANTS = { tollgate_traced: 1.0, tollgate_traced_sampled: 
  * that answers 529) for `tollgate_fallback`, `collectorUrl` (the OTLP/HTTP sink's root) for the
  * `tollgate_traced` variants.
  */
-export const writeTollgateConfig = async (dir, variant, { upstreamUrl, redisUrl, failingUrl, collectorUrl }) => {
+export const writeTollgateConfig = async (
+  dir,
+  variant,
+  { upstreamUrl, redisUrl, failingUrl, collectorUrl },
+) => {
   const sha256 = createHash("sha256").update(CLIENT_KEY).digest("hex")
   const sampleRatio = TRACED_VARIANTS[variant]
   if (sampleRatio !== undefined && collectorUrl === undefined)
