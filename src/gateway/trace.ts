@@ -118,8 +118,14 @@ interface OpenAttempt {
   status: number | undefined
 }
 
+/**
+ * A request's spans. An unsampled trace (sample_ratio, or a caller that does
+ * not sample) is never exported: it keeps only the ids that go upstream and
+ * into the record, and its methods return at once.
+ */
 export class RequestTrace {
   readonly server: Tracer.Span
+  readonly sampled: boolean
   private attempt: OpenAttempt | undefined = undefined
 
   constructor(
@@ -135,6 +141,8 @@ export class RequestTrace {
         ? undefined
         : Tracer.externalSpan({ traceId: caller.traceId, spanId: caller.spanId, sampled: caller.sampled })
     const span = (this.server = tracer.span(`POST ${endpoint}`, "server", parent))
+    this.sampled = span.sampled
+    if (!this.sampled) return
     span.attribute("http.request.method", "POST")
     span.attribute("http.route", endpoint)
     span.attribute("url.path", endpoint)
@@ -149,6 +157,7 @@ export class RequestTrace {
 
   /** A target skipped because its breaker is open or it is cooling down. */
   breakerSkip(target: TargetConfig, reason: string): void {
+    if (!this.sampled) return
     this.server.event("tollgate.breaker_skip", this.tracer.now(), {
       "tollgate.provider": target.provider,
       "gen_ai.request.model": target.model,
@@ -158,6 +167,7 @@ export class RequestTrace {
 
   /** A retry or fallback the retry budget did not pay for: the attempts end here. */
   retryBudgetRefused(target: TargetConfig): void {
+    if (!this.sampled) return
     this.server.event("tollgate.retry_budget_refused", this.tracer.now(), {
       "tollgate.provider": target.provider,
       "gen_ai.request.model": target.model,
@@ -177,6 +187,8 @@ export class RequestTrace {
   ): Tracer.Span {
     const operation = operationOf(endpoint)
     const span = this.tracer.span(`${operation} ${target.model}`, "client", this.server)
+    // Unsampled: the span only lends its id to the upstream's traceparent.
+    if (!this.sampled) return span
     span.attribute("gen_ai.operation.name", operation)
     span.attribute("gen_ai.provider.name", providerNameOf(client.kind))
     span.attribute("gen_ai.request.model", target.model)
@@ -218,11 +230,13 @@ export class RequestTrace {
 
   /** The response's first byte went to the client: from here nothing is retried. */
   committed(status: number): void {
+    if (!this.sampled) return
     this.server.event("tollgate.commit", this.tracer.now(), { "http.response.status_code": status })
   }
 
   /** A hard-budget stream stopped by the approximate cutoff (ADR 0029). */
   cutoff(reason: string): void {
+    if (!this.sampled) return
     this.server.event("tollgate.stream_cutoff", this.tracer.now(), { "error.type": reason })
   }
 
@@ -234,6 +248,7 @@ export class RequestTrace {
    * request whose client left (or that the drain ended) is interrupted.
    */
   finish(record: UsageRecord, usage: UsageAcc | undefined): void {
+    if (!this.sampled) return
     const now = this.tracer.now()
     const error = record.error
     const open = this.attempt
