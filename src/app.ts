@@ -44,7 +44,7 @@ export const appLayer = (
   const store =
     overrides.store ??
     (config.store.kind === "redis"
-      ? layerRedis(config.store.url)
+      ? layerRedis(config.store.url, { cluster: config.store.cluster })
       : layerMemory({ usageFile: config.usageFile }))
   const telemetry = overrides.telemetry ?? Metrics.layerTelemetry
   const base = Layer.mergeAll(

@@ -36,7 +36,14 @@ export interface AdminConfig {
   readonly tokenEnv: string
 }
 
-export type StoreConfig = { readonly kind: "memory" } | { readonly kind: "redis"; readonly url: string }
+export type StoreConfig =
+  | { readonly kind: "memory" }
+  | {
+      readonly kind: "redis"
+      readonly url: string
+      /** `store.cluster`: `url` names one node of a Redis Cluster; the client follows the cluster's slots. */
+      readonly cluster: boolean
+    }
 
 export interface RetryConfig {
   /** Total attempts including the first. Default 3. */

@@ -63,10 +63,14 @@ export const AdminSection = Schema.Struct({
   tokenEnv: withDefault(EnvVarName, "TOLLGATE_ADMIN_TOKEN"),
 }).pipe(Schema.encodeKeys({ tokenEnv: "token_env" }), mapping)
 
-/** `store:` — `kind: memory` (default) or `kind: redis` with a required `url`. */
+/** `store:` — `kind: memory` (default) or `kind: redis` with a required `url` (`cluster` defaults to false). */
 export const StoreSection = discriminated("kind", "store kind", {
   memory: Schema.Struct({ kind: Schema.Literal("memory") }),
-  redis: Schema.Struct({ kind: Schema.Literal("redis"), url: RedisUrl }),
+  redis: Schema.Struct({
+    kind: Schema.Literal("redis"),
+    url: RedisUrl,
+    cluster: withDefault(says("must be true or false", Schema.Boolean), false),
+  }),
 })
 
 /** `keys:` — `file` stays undefined when absent (decode.ts puts it beside the usage file). */

@@ -32,5 +32,7 @@ export const layer = (
 ): Layer.Layer<KeyStore, KeyStoreUnavailable> =>
   Layer.effect(
     KeyStore,
-    config.store.kind === "redis" ? makeRedisKeys(config.store.url) : makeFileKeys(config.keysFile),
+    config.store.kind === "redis"
+      ? makeRedisKeys(config.store.url, { cluster: config.store.cluster })
+      : makeFileKeys(config.keysFile),
   )

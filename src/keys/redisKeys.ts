@@ -33,7 +33,7 @@ import {
   type NewKey,
   type RuntimeKey,
 } from "./model.js"
-import { acquireRedis, passwordsOf } from "../limits/redisClient.js"
+import { acquireRedis, passwordsOf, type RedisClientOptions } from "../limits/redisClient.js"
 import { KeyTable, LastUse, type UseTimes } from "./table.js"
 
 /** How often a copy reads every key even when the version did not change, ms. */
@@ -105,7 +105,7 @@ export const decodeKey = (
  * a poller and a last-use writer; closing it writes the last-use times not
  * yet written and quits the client. It builds also when Redis is down.
  */
-export const makeRedisKeys = Effect.fnUntraced(function* (url: string) {
+export const makeRedisKeys = Effect.fnUntraced(function* (url: string, options: RedisClientOptions = {}) {
   const clock = yield* Clock.Clock
   const secrets = passwordsOf(url)
   const unavailable = (operation: string) => (cause: unknown) =>
@@ -119,10 +119,14 @@ export const makeRedisKeys = Effect.fnUntraced(function* (url: string) {
     Effect.tryPromise({ try: f, catch: unavailable(operation) })
 
   // Failures reach callers as KeyStoreUnavailable.
-  const redis = yield* acquireRedis<RedisWithScripts>(url, {
-    tollgateKeyRevoke: { lua: REVOKE_LUA, numberOfKeys: 2 },
-    tollgateKeyUsed: { lua: USED_LUA, numberOfKeys: 1 },
-  })
+  const redis = yield* acquireRedis<RedisWithScripts>(
+    url,
+    {
+      tollgateKeyRevoke: { lua: REVOKE_LUA, numberOfKeys: 2 },
+      tollgateKeyUsed: { lua: USED_LUA, numberOfKeys: 1 },
+    },
+    options,
+  )
 
   const table = new KeyTable()
   const lastUse = new LastUse()
@@ -137,17 +141,18 @@ export const makeRedisKeys = Effect.fnUntraced(function* (url: string) {
   const readAll = call("read keys", async () => {
     const version = await redis.get(VERSION_KEY)
     const tenants = await redis.smembers(TENANTS_KEY)
-    const pipeline = redis.pipeline()
-    for (const tenant of tenants) {
-      const k = tenantKeys(tenant)
-      pipeline.hgetall(k.keys).hgetall(k.revoked).hgetall(k.used)
-    }
-    const replies = tenants.length === 0 ? [] : ((await pipeline.exec()) ?? [])
+    // One pipeline per tenant: a tenant's keys share a hash slot (a cluster answers a pipeline of one slot).
+    const replies = await Promise.all(
+      tenants.map((tenant) => {
+        const k = tenantKeys(tenant)
+        return redis.pipeline().hgetall(k.keys).hgetall(k.revoked).hgetall(k.used).exec()
+      }),
+    )
     const keys: Array<RuntimeKey> = []
     const used: UseTimes = new Map()
     tenants.forEach((tenant, i) => {
       const part = (j: number): Record<string, string> => {
-        const [error, value] = replies[i * 3 + j] ?? [new Error("no reply"), undefined]
+        const [error, value] = replies[i]?.[j] ?? [new Error("no reply"), undefined]
         if (error) throw error
         return value as Record<string, string>
       }
@@ -195,25 +200,21 @@ export const makeRedisKeys = Effect.fnUntraced(function* (url: string) {
     Effect.catch(unreachable),
   )
 
-  /** Writes the last-use times noted since the last write: one script per tenant, in one round trip. */
+  /** Writes the last-use times noted since the last write: one script per tenant, sent together. */
   const flush = Effect.suspend(() => {
     if (!lastUse.hasPending) return Effect.void
     const pending = lastUse.takePending()
     return call("write last use", async () => {
-      const pipeline = redis.pipeline()
+      const tenants = [...pending.keys()]
+      // The index names every tenant whose keys have a last use (config keys too): the other copies read
+      // last use by it. Each tenant's script is its own call (its own slot; sent together all the same).
+      const writes: Array<Promise<unknown>> = [redis.sadd(TENANTS_KEY, ...tenants)]
       for (const [tenant, ids] of pending) {
         const args: Array<string | number> = []
         for (const [id, at] of ids) args.push(id, at)
-        ;(pipeline as unknown as { tollgateKeyUsed: RedisWithScripts["tollgateKeyUsed"] }).tollgateKeyUsed(
-          tenantKeys(tenant).used,
-          ...args,
-        )
-        // The index names every tenant whose keys have a last use (config keys too): the other copies read
-        // last use by it.
-        pipeline.sadd(TENANTS_KEY, tenant)
+        writes.push(redis.tollgateKeyUsed(tenantKeys(tenant).used, ...args))
       }
-      const replies = (await pipeline.exec()) ?? []
-      for (const [error] of replies) if (error) throw error
+      await Promise.all(writes)
     }).pipe(
       Effect.catch((error) => {
         lastUse.putBack(pending)

@@ -11,7 +11,7 @@
 import { Effect, Layer } from "effect"
 import { Redis } from "ioredis"
 import { ADMIT_LUA } from "./lua/admit.js"
-import { acquireRedis, passwordsOf } from "./redisClient.js"
+import { acquireRedis, passwordsOf, type RedisClientOptions } from "./redisClient.js"
 import { EXTEND_LUA } from "./lua/extend.js"
 import { SETTLE_LUA } from "./lua/settle.js"
 import { TENANT_STATE_LUA } from "./lua/tenantState.js"
@@ -70,7 +70,7 @@ const hardArg = (budget: BudgetCheck | undefined): number => (budget?.hard === t
 
 const int = (value: unknown): number => (typeof value === "number" ? value : Number(value ?? 0))
 
-const make = Effect.fnUntraced(function* (url: string) {
+const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptions) {
   const secrets = passwordsOf(url)
   const redact = (message: string): string =>
     secrets.reduce((text, secret) => text.split(secret).join("***"), message)
@@ -82,12 +82,16 @@ const make = Effect.fnUntraced(function* (url: string) {
       })
 
   // Errors reach callers as StoreError.
-  const redis = yield* acquireRedis<RedisWithScripts>(url, {
-    tollgateAdmit: { lua: ADMIT_LUA, numberOfKeys: 7 },
-    tollgateSettle: { lua: SETTLE_LUA, numberOfKeys: 4 },
-    tollgateExtend: { lua: EXTEND_LUA, numberOfKeys: 2 },
-    tollgateTenantState: { lua: TENANT_STATE_LUA, numberOfKeys: 6 },
-  })
+  const redis = yield* acquireRedis<RedisWithScripts>(
+    url,
+    {
+      tollgateAdmit: { lua: ADMIT_LUA, numberOfKeys: 7 },
+      tollgateSettle: { lua: SETTLE_LUA, numberOfKeys: 4 },
+      tollgateExtend: { lua: EXTEND_LUA, numberOfKeys: 2 },
+      tollgateTenantState: { lua: TENANT_STATE_LUA, numberOfKeys: 6 },
+    },
+    options,
+  )
 
   /** The connection whose writes this event-loop turn are held back, to go out together (ADR 0039). */
   let corked: { uncork: () => void } | undefined
@@ -104,7 +108,8 @@ const make = Effect.fnUntraced(function* (url: string) {
    * timeout.
    */
   const batch = (): void => {
-    if (corked !== undefined || redis.status !== "ready") return
+    // A cluster client batches by itself (auto-pipelining, per node) and has no one connection to cork.
+    if (corked !== undefined || options.cluster === true || redis.status !== "ready") return
     const stream = redis.stream
     stream.cork()
     corked = stream
@@ -308,4 +313,5 @@ const make = Effect.fnUntraced(function* (url: string) {
  * command timeout) with a `StoreError` whose message never holds the password.
  * Closing the layer quits the client.
  */
-export const layerRedis = (url: string): Layer.Layer<Store> => Layer.effect(Store, make(url))
+export const layerRedis = (url: string, options: RedisClientOptions = {}): Layer.Layer<Store> =>
+  Layer.effect(Store, make(url, options))

@@ -278,7 +278,17 @@ describe("defaults", () => {
       const { config } = yield* decode(
         patch(baseConfig(), ["store"], { kind: "redis", url: "redis://r:6379/0" }),
       )
-      assert.deepStrictEqual(config.store, { kind: "redis", url: "redis://r:6379/0" })
+      assert.deepStrictEqual(config.store, { kind: "redis", url: "redis://r:6379/0", cluster: false })
+      const clustered = yield* decode(
+        patch(baseConfig(), ["store"], { kind: "redis", url: "redis://r:7000", cluster: true }),
+      )
+      assert.deepStrictEqual(clustered.config.store, { kind: "redis", url: "redis://r:7000", cluster: true })
+      assert.deepStrictEqual(
+        yield* problemsOf(
+          patch(baseConfig(), ["store"], { kind: "redis", url: "redis://r", cluster: "yes" }),
+        ),
+        ["store.cluster: must be true or false"],
+      )
     }),
   )
 

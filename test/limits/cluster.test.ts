@@ -11,7 +11,7 @@ import { makeMemoryStore } from "../../src/limits/memoryStore.js"
 import { layerRedis } from "../../src/limits/redisStore.js"
 import { Store } from "../../src/limits/Store.js"
 import { copyConfig, sendTo, startCopy } from "../support/copies.js"
-import { startRedis, type RedisHandle } from "../support/redis.js"
+import { startRedis, startRedisCluster, type RedisClusterHandle, type RedisHandle } from "../support/redis.js"
 
 /**
  * limits-and-budgets.md's cluster tests: three Tollgate copies (whole
@@ -19,11 +19,12 @@ import { startRedis, type RedisHandle } from "../support/redis.js"
  */
 
 let redis: RedisHandle
+let redisCluster: RedisClusterHandle
 beforeAll(async () => {
-  redis = await startRedis()
-})
+  ;[redis, redisCluster] = await Promise.all([startRedis(), startRedisCluster()])
+}, 60_000)
 afterAll(async () => {
-  await redis?.stop()
+  await Promise.all([redis?.stop(), redisCluster?.stop()])
 })
 
 const START = Date.parse("2026-12-02T10:04:00.000Z")
@@ -46,6 +47,11 @@ const stores = {
   redis: () => ({
     layer: () => layerRedis(redis.url),
     view: Effect.map(Layer.build(layerRedis(redis.url)), Context.get(Store)),
+  }),
+  // Issue #19: `store.cluster: true` on a real three-node Redis Cluster.
+  "redis cluster": () => ({
+    layer: () => layerRedis(redisCluster.url, { cluster: true }),
+    view: Effect.map(Layer.build(layerRedis(redisCluster.url, { cluster: true })), Context.get(Store)),
   }),
 }
 
@@ -74,7 +80,7 @@ const threeCopies = (
     return { urls, key, fake, tenant: name, view }
   })
 
-for (const kind of ["memory", "redis"] as const) {
+for (const kind of ["memory", "redis", "redis cluster"] as const) {
   describe(`TestThreeCopiesShareOneLimit (${kind})`, () => {
     it.effect("180 parallel requests, 60 to each copy, admit exactly 50", () =>
       Effect.gen(function* () {

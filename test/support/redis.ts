@@ -54,9 +54,12 @@ process.once("exit", () => {
   for (const child of live) child.stdin?.destroy()
 })
 
-/** Starts a redis-server (from PATH) on a free port and waits until it answers PING (≤ 10 s). */
-export const startRedis = async (): Promise<RedisHandle> => {
-  const port = await freePort()
+/**
+ * Starts a redis-server (from PATH) on a free port and waits until it answers PING (≤ 10 s). `args`: more
+ * command-line options (shell words; the cluster's).
+ */
+export const startRedis = async (args = "", port?: number): Promise<RedisHandle> => {
+  port ??= await freePort()
   let child: ChildProcess | undefined
   let exited: Promise<void> = Promise.resolve()
 
@@ -65,7 +68,7 @@ export const startRedis = async (): Promise<RedisHandle> => {
     // The guard: redis in the background, `cat` holds our pipe; when the pipe closes, redis is killed
     // and its folder removed.
     const script =
-      `redis-server --port ${port} --bind 127.0.0.1 --save '' --appendonly no --dir '${dir}' ` +
+      `redis-server --port ${port} --bind 127.0.0.1 --save '' --appendonly no --dir '${dir}' ${args} ` +
       `--daemonize no --loglevel warning & pid=$!; cat >/dev/null; kill -9 $pid 2>/dev/null; wait $pid; ` +
       `rm -rf '${dir}'`
     const spawned = spawn("sh", ["-c", script], { stdio: ["pipe", "pipe", "pipe"] })
@@ -111,4 +114,67 @@ export const startRedis = async (): Promise<RedisHandle> => {
       await start()
     },
   }
+}
+
+export interface RedisClusterHandle {
+  /** `redis://127.0.0.1:PORT` of the first node: what `store.url` names with `store.cluster: true`. */
+  readonly url: string
+  readonly nodes: ReadonlyArray<RedisHandle>
+  readonly stop: () => Promise<void>
+}
+
+const run = (
+  command: string,
+  args: ReadonlyArray<string>,
+): Promise<{ code: number | null; output: string }> =>
+  new Promise((resolve) => {
+    const child = spawn(command, args, { stdio: ["ignore", "pipe", "pipe"] })
+    let output = ""
+    child.stdout.on("data", (c: Buffer) => (output += c.toString("utf8")))
+    child.stderr.on("data", (c: Buffer) => (output += c.toString("utf8")))
+    child.once("error", (error) => resolve({ code: -1, output: `${output}${error.message}` }))
+    child.once("exit", (code) => resolve({ code, output }))
+  })
+
+/**
+ * A real Redis Cluster: `count` masters (`redis-server --cluster-enabled yes`, each with its own bus port)
+ * joined by `redis-cli --cluster create` (no replicas), ready when every node reports `cluster_state:ok`.
+ */
+export const startRedisCluster = async (count = 3): Promise<RedisClusterHandle> => {
+  const nodes: Array<RedisHandle> = []
+  const stop = async () => {
+    await Promise.all(nodes.map((node) => node.stop()))
+  }
+  try {
+    for (let i = 0; i < count; i++) {
+      const busPort = await freePort()
+      nodes.push(
+        await startRedis(
+          `--cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 2000 --cluster-port ${busPort}`,
+        ),
+      )
+    }
+    const created = await run("redis-cli", [
+      "--cluster",
+      "create",
+      ...nodes.map((node) => `127.0.0.1:${node.port}`),
+      "--cluster-replicas",
+      "0",
+      "--cluster-yes",
+    ])
+    if (created.code !== 0) throw new Error(`redis-cli --cluster create failed:\n${created.output}`)
+    for (let waited = 0; ; waited += 100) {
+      const states = await Promise.all(
+        nodes.map((node) => run("redis-cli", ["-p", String(node.port), "cluster", "info"])),
+      )
+      if (states.every((s) => s.output.includes("cluster_state:ok"))) break
+      if (waited >= 20_000)
+        throw new Error(`the cluster is not ok after 20 s:\n${states.map((s) => s.output).join("\n")}`)
+      await new Promise((resolve) => setTimeout(resolve, 100))
+    }
+  } catch (error) {
+    await stop()
+    throw error
+  }
+  return { url: `redis://127.0.0.1:${nodes[0]!.port}`, nodes, stop }
 }
