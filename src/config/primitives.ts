@@ -117,6 +117,23 @@ export const BaseUrl = leaf(Schema.String, (u) => {
   return protocol === "http:" || protocol === "https:" ? Result.succeed(u.replace(/\/+$/, "")) : problem
 })
 
+/**
+ * An OTLP/HTTP collector root: an `http://` or `https://` URL without
+ * credentials, query or fragment (`/v1/traces` is appended to it; a token goes
+ * in `OTEL_EXPORTER_OTLP_HEADERS`), without trailing slashes.
+ */
+export const CollectorUrl = leaf(Schema.String, (u) => {
+  const problem = Result.fail(
+    "must be an http:// or https:// URL without credentials, query or fragment, e.g. http://127.0.0.1:4318 (a collector token goes in OTEL_EXPORTER_OTLP_HEADERS)",
+  )
+  if (typeof u !== "string" || !URL.canParse(u)) return problem
+  const url = new URL(u)
+  if (url.protocol !== "http:" && url.protocol !== "https:") return problem
+  if (url.username !== "" || url.password !== "" || url.search !== "" || url.hash !== "" || /[?#]/.test(u))
+    return problem
+  return Result.succeed(u.replace(/\/+$/, ""))
+})
+
 /** A `redis://` or `rediss://` URL. */
 export const RedisUrl = leaf(Schema.String, (u) =>
   typeof u === "string" && URL.canParse(u) && /^rediss?:$/.test(new URL(u).protocol)

@@ -8,6 +8,7 @@ import { Effect, Schema } from "effect"
 import { DEFAULT_BASE_URL, DEFAULT_CONNECT_MS } from "../domain/providerDefaults.js"
 import {
   BaseUrl,
+  CollectorUrl,
   discriminated,
   Duration,
   EnvVarName,
@@ -160,7 +161,7 @@ const SampleRatio = says(
  * defaults to `http/json`, `service_name` to `tollgate`, `sample_ratio` to 1.
  */
 export const TelemetrySection = Schema.Struct({
-  otlpEndpoint: Schema.optionalKey(BaseUrl),
+  otlpEndpoint: Schema.optionalKey(CollectorUrl),
   otlpProtocol: withDefault(
     says('must be "http/json" or "http/protobuf"', Schema.Literals(["http/json", "http/protobuf"])),
     "http/json",

@@ -26,18 +26,26 @@ export interface Chosen {
   readonly hold: AttemptHold
 }
 
-/** The rule for an attempt's response: an in-band error or a broken stream before any content stands for a status. */
-const ruleFor = (response: AttemptResponse): { rule: Rule; reason: string } => {
+/**
+ * The rule for an attempt's response: an in-band error or a broken stream before any content stands for a
+ * status. `errorType`: the status code, or the in-band error's type or the stream's failure (traces).
+ */
+const ruleFor = (response: AttemptResponse): { rule: Rule; reason: string; errorType: string } => {
   const meter = response.meter
   if (meter !== undefined && !meter.contentStarted) {
-    if (meter.inbandError !== undefined) {
-      return { rule: ruleForInbandError(meter.inbandError.type), reason: `in-band ${meter.inbandError.type}` }
+    const inband = meter.inbandError
+    if (inband !== undefined) {
+      return {
+        rule: ruleForInbandError(inband.type),
+        reason: `in-band ${inband.type}`,
+        errorType: inband.type,
+      }
     }
     if (meter.failure !== undefined)
-      return { rule: ruleForStatus(502), reason: `${meter.failure} event stream` }
+      return { rule: ruleForStatus(502), reason: `${meter.failure} event stream`, errorType: meter.failure }
   }
   const status = response.call.status
-  return { rule: ruleForStatus(status), reason: `status ${status}` }
+  return { rule: ruleForStatus(status), reason: `status ${status}`, errorType: String(status) }
 }
 
 export interface AttemptDeps {
@@ -139,7 +147,7 @@ export const makeAttempts = (deps: AttemptDeps) => {
           outcomes.push({ ...target, outcome: "failed", reason: result.reason, cause: result.detail })
           continue targets
         }
-        const { rule, reason } = ruleFor(result)
+        const { rule, reason, errorType } = ruleFor(result)
         trace?.attemptResponded(result.call.status)
         telemetry.attempt(target.provider, target.model, rule.outcome, waited)
         const chosen: Chosen = { response: result, target, hold }
@@ -157,7 +165,7 @@ export const makeAttempts = (deps: AttemptDeps) => {
             breakers.cooldown(target.provider, target.model, client.region, now + ms)
         }
         outcomes.push({ ...target, outcome: "failed", reason })
-        trace?.attemptDiscarded(reason)
+        trace?.attemptDiscarded(errorType, reason)
         held = { chosen, scope }
         if (rule.decision === "retry_same" && triesHere < 2) continue
         continue targets

@@ -25,7 +25,13 @@ export interface CallerContext {
   readonly tracestate: string | undefined
 }
 
-const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/
+/**
+ * W3C `traceparent`: version 00 exactly; a later version (not `ff`) is read
+ * by its first four fields, which may be followed by `-` and more (W3C
+ * "Versioning of traceparent").
+ */
+const TRACEPARENT =
+  /^(?:00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})|(?!ff|00)[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(?:-.*)?)$/
 const ZERO_TRACE = "00000000000000000000000000000000"
 const ZERO_SPAN = "0000000000000000"
 /** Longest `tracestate` passed on (W3C: at most 32 members; a longer header is dropped, not truncated). */
@@ -41,16 +47,19 @@ export const callerContext = (headers: IncomingHttpHeaders): CallerContext | und
   if (typeof traceparent !== "string") return undefined
   const match = TRACEPARENT.exec(traceparent.trim())
   if (match === null) return undefined
-  const traceId = match[1]!
-  const spanId = match[2]!
+  const traceId = match[1] ?? match[4]!
+  const spanId = match[2] ?? match[5]!
+  const flags = match[3] ?? match[6]!
   if (traceId === ZERO_TRACE || spanId === ZERO_SPAN) return undefined
   const state = headers["tracestate"]
   const tracestate = typeof state === "string" && state.length <= MAX_TRACESTATE ? state : undefined
+  const sampled = (parseInt(flags, 16) & 1) === 1
+  // Passed on as version 00 (what this gateway speaks), whatever version came.
   return {
-    traceparent: match[0],
+    traceparent: `00-${traceId}-${spanId}-${sampled ? "01" : "00"}`,
     traceId,
     spanId,
-    sampled: (parseInt(match[3]!, 16) & 1) === 1,
+    sampled,
     tracestate,
   }
 }
@@ -109,6 +118,8 @@ const INTERRUPTED = Exit.interrupt()
 
 /** Ends that are not the upstream's failure, when a response was cut short (the logger's rule, src/ops/logger.ts). */
 const NOT_UPSTREAM_CUTS = new Set(["client_disconnected", "client_stalled", "budget_exceeded", "shutdown"])
+/** Ends of a relayed response that are Tollgate's or the client's doing: its attempt did not fail. */
+const NOT_THE_ATTEMPTS = new Set([...NOT_UPSTREAM_CUTS, "store_unavailable", "internal_error"])
 /** Ends where nobody was left to answer: the span is ended as interrupted (status unset). */
 const LEFT = new Set(["client_disconnected", "shutdown"])
 
@@ -219,13 +230,17 @@ export class RequestTrace {
     open.span.attribute("http.response.status_code", status)
   }
 
-  /** The attempt's response is not sent on (another attempt follows, or it is held as the last answer). */
-  attemptDiscarded(reason: string): void {
+  /**
+   * The attempt's response is not sent on (another attempt follows, or it is
+   * held as the last answer): `errorType` is its status code, or the error
+   * type of an in-band error or broken stream before any content.
+   */
+  attemptDiscarded(errorType: string, reason: string): void {
     const open = this.attempt
     if (open === undefined) return
     this.attempt = undefined
-    open.span.attribute("error.type", reason)
-    open.span.end(this.tracer.now(), failed("upstream_error", reason))
+    open.span.attribute("error.type", errorType)
+    open.span.end(this.tracer.now(), failed(errorType, reason))
   }
 
   /** The response's first byte went to the client: from here nothing is retried. */
@@ -255,7 +270,7 @@ export class RequestTrace {
     if (open !== undefined) {
       this.attempt = undefined
       const span = open.span
-      if (usage !== undefined) {
+      if (usage !== undefined && record.endpoint !== "/v1/messages/count_tokens") {
         if (usage.model !== undefined) span.attribute("gen_ai.response.model", usage.model)
         span.attribute("gen_ai.usage.input_tokens", record.input_tokens)
         span.attribute("gen_ai.usage.output_tokens", record.output_tokens)
@@ -267,11 +282,17 @@ export class RequestTrace {
       }
       const status = open.status
       if (error !== null && LEFT.has(error)) span.end(now, INTERRUPTED)
-      else if (status === undefined) span.end(now, failed(error ?? "no_response", error ?? "no response"))
-      else if (status >= 400) span.end(now, failed("upstream_error", `status ${status}`))
-      else if (record.incomplete && error !== null && !NOT_UPSTREAM_CUTS.has(error))
+      else if (status === undefined) {
+        span.attribute("error.type", error ?? "no_response")
+        span.end(now, failed(error ?? "no_response", error ?? "no response"))
+      } else if (status >= 400) {
+        span.attribute("error.type", String(status))
+        span.end(now, failed(String(status), `status ${status}`))
+      } else if (record.incomplete && error !== null && !NOT_THE_ATTEMPTS.has(error)) {
+        // The upstream broke the response after its first byte (a timeout, a reset, a malformed stream).
+        span.attribute("error.type", error)
         span.end(now, failed(error, error))
-      else span.end(now, Exit.void)
+      } else span.end(now, Exit.void)
     }
     const server = this.server
     server.attribute("tollgate.route", record.route)

@@ -153,6 +153,19 @@ const exportClient = (report: (result: ExportResult, spans: number) => void, tim
           })
           // The count goes up and its decrement is in place with no interruption point between; the post
           // itself stays interruptible, so a shutdown does not wait for a collector that never answers.
+          // A batch is counted once: `settled` guards against an interruption racing the count.
+          let settled = false
+          const count = (result: ExportResult) =>
+            Effect.sync(() => {
+              if (settled) return
+              settled = true
+              report(result, spans)
+            })
+          const answered = Effect.sync(() =>
+            HttpClientResponse.fromWeb(request, new Response(null, { status: 204 })),
+          )
+          // The body is read inside the timed post: a collector that sends its headers and stalls the body
+          // holds a slot until the timeout, never past it. The exporter then gets a local, empty answer.
           return Effect.uninterruptibleMask((restore) =>
             Effect.suspend(() => {
               if (inFlight >= maxExportsInFlight) return dropped
@@ -160,18 +173,17 @@ const exportClient = (report: (result: ExportResult, spans: number) => void, tim
               return restore(
                 effect.pipe(
                   Effect.flatMap((response) =>
-                    response.status >= 200 && response.status < 300
-                      ? Effect.sync(() => {
-                          report("exported", spans)
-                          return response
-                        })
-                      : Effect.andThen(Effect.ignore(response.arrayBuffer), dropped),
+                    Effect.andThen(
+                      response.arrayBuffer,
+                      count(response.status >= 200 && response.status < 300 ? "exported" : "dropped"),
+                    ),
                   ),
                   Effect.timeout(timeoutMs),
-                  Effect.catchCause(() => dropped),
+                  Effect.catchCause(() => count("dropped")),
+                  Effect.andThen(answered),
                 ),
               ).pipe(
-                Effect.onInterrupt(() => Effect.sync(() => report("dropped", spans))),
+                Effect.onInterrupt(() => count("dropped")),
                 Effect.ensuring(Effect.sync(() => inFlight--)),
               )
             }),

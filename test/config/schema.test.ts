@@ -394,12 +394,31 @@ describe("telemetry", () => {
         }),
       )
       assert.deepStrictEqual(problems, [
-        "telemetry.otlp_endpoint: must be an http:// or https:// URL, e.g. https://api.anthropic.com",
+        "telemetry.otlp_endpoint: must be an http:// or https:// URL without credentials, query or fragment, e.g. http://127.0.0.1:4318 (a collector token goes in OTEL_EXPORTER_OTLP_HEADERS)",
         'telemetry.otlp_protocol: must be "http/json" or "http/protobuf"',
         "telemetry.service_name: must be a non-empty string without leading or trailing spaces",
         "telemetry.sample_ratio: must be a number from 0 to 1",
       ])
     }),
+  )
+
+  it.effect(
+    "otlp_endpoint takes no credentials, query or fragment (fetch refuses credentials; /v1/traces is appended)",
+    () =>
+      Effect.gen(function* () {
+        for (const url of [
+          "https://user:token@otel.example.com",
+          "https://otel.example.com/?api_key=x",
+          "https://otel.example.com/#x",
+        ]) {
+          assert.deepStrictEqual(
+            yield* problemsOf(patch(baseConfig(), ["telemetry"], { otlp_endpoint: url })),
+            [
+              "telemetry.otlp_endpoint: must be an http:// or https:// URL without credentials, query or fragment, e.g. http://127.0.0.1:4318 (a collector token goes in OTEL_EXPORTER_OTLP_HEADERS)",
+            ],
+          )
+        }
+      }),
   )
 
   it.effect("an unknown key is an error", () =>

@@ -7,6 +7,7 @@
 import Anthropic from "@anthropic-ai/sdk"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { callerContext } from "../../src/gateway/trace.js"
 import type { UsageRecord } from "../../src/meter/record.js"
 import { startCollector, type Collector, type ReceivedSpan } from "../support/collector.js"
 import { eventually, startHarness, UPSTREAM_KEY_ENV, type Harness } from "../support/harness.js"
@@ -184,7 +185,7 @@ describe("traces of proxied requests", () => {
       ["anthropic", 200],
     ])
     expect(attempts[0]!.status.code).toBe(STATUS_ERROR)
-    expect(attempts[0]!.attributes["error.type"]).toBe("status 529")
+    expect(attempts[0]!.attributes["error.type"]).toBe("529")
     expect(attempts[1]!.status.code).toBe(STATUS_OK)
     // Each attempt carried its own span upstream.
     expect(upstreamTraceparents(h, 1, record.trace_id!)).toEqual([
@@ -378,7 +379,9 @@ describe("a collector that is down or hangs", () => {
           return dropped > 0
         })
         expect(dropped).toBeGreaterThan(0)
-        if (mode === "hang") expect(c.inFlight.max).toBeLessThanOrEqual(2)
+        expect(await (await fetch(`${h.url}/metrics`)).text()).toContain(
+          'tollgate_trace_spans_total{result="exported"} 0',
+        )
       } finally {
         const closing = performance.now()
         await h.close()
@@ -388,4 +391,84 @@ describe("a collector that is down or hangs", () => {
       }
     })
   }
+})
+
+describe("callerContext (W3C traceparent)", () => {
+  const context = (traceparent: string | undefined, tracestate?: string) =>
+    callerContext({
+      ...(traceparent === undefined ? {} : { traceparent }),
+      ...(tracestate === undefined ? {} : { tracestate }),
+    })
+
+  it("reads version 00, and a later version by its first four fields; passes it on as version 00", () => {
+    expect(context(`00-${CALLER_TRACE}-${CALLER_SPAN}-01`, "a=1")).toEqual({
+      traceparent: `00-${CALLER_TRACE}-${CALLER_SPAN}-01`,
+      traceId: CALLER_TRACE,
+      spanId: CALLER_SPAN,
+      sampled: true,
+      tracestate: "a=1",
+    })
+    expect(context(`01-${CALLER_TRACE}-${CALLER_SPAN}-00-extra`)).toMatchObject({
+      traceparent: `00-${CALLER_TRACE}-${CALLER_SPAN}-00`,
+      sampled: false,
+    })
+  })
+
+  it("refuses what W3C refuses: version ff, upper case, zero ids, extra fields in version 00, two headers joined", () => {
+    for (const bad of [
+      `ff-${CALLER_TRACE}-${CALLER_SPAN}-01`,
+      `00-${CALLER_TRACE.toUpperCase()}-${CALLER_SPAN}-01`,
+      `00-${"0".repeat(32)}-${CALLER_SPAN}-01`,
+      `00-${CALLER_TRACE}-${"0".repeat(16)}-01`,
+      `00-${CALLER_TRACE}-${CALLER_SPAN}-01-extra`,
+      `00-${CALLER_TRACE}-${CALLER_SPAN}-01, 00-${CALLER_TRACE}-${CALLER_SPAN}-01`,
+      "garbage",
+    ])
+      expect(context(bad), bad).toBeUndefined()
+    expect(context(undefined)).toBeUndefined()
+  })
+
+  it("drops a tracestate longer than 512 characters", () => {
+    expect(
+      context(`00-${CALLER_TRACE}-${CALLER_SPAN}-01`, `a=${"x".repeat(600)}`)?.tracestate,
+    ).toBeUndefined()
+  })
+})
+
+describe("the retry budget's refusal in a trace", () => {
+  let c: Collector
+  let h: Harness
+  beforeAll(async () => {
+    c = await startCollector()
+    h = await startHarness({
+      fakes: FAKES,
+      config: (fakes, keyHash, dir) => ({
+        ...tracedConfig({ otlp_endpoint: c.url })(fakes, keyHash, dir),
+        // The budget allows 10 extra attempts a minute plus 0.1 per request; the 529 target never opens.
+        breaker: { min_requests: 1_000_000 },
+      }),
+      env: { OTEL_BSP_SCHEDULE_DELAY: "50" },
+    })
+  })
+  afterAll(async () => {
+    await h?.close()
+    await c?.close()
+  })
+
+  it("a fallback the budget does not pay for is an event on the request's span, with one attempt", async () => {
+    let refused: UsageRecord | undefined
+    for (let i = 0; i < 20 && refused === undefined; i++) {
+      const { id } = await post(h, "fallback")
+      const record = await recordOf(h, id)
+      if (record.attempts === 1) refused = record
+    }
+    expect(refused).toBeDefined()
+    expect(refused!.status).toBe(529)
+    const { server, attempts } = await traceOf(c, refused!.trace_id!)
+    expect(attempts).toHaveLength(1)
+    expect(server.events.find((e) => e.name === "tollgate.retry_budget_refused")?.attributes).toEqual({
+      "tollgate.provider": "anthropic",
+      "gen_ai.request.model": "claude-sonnet-5-5",
+    })
+  })
 })

@@ -65,6 +65,16 @@ describe("decodeRecord", () => {
     expect(decodeRecord(line)).toEqual(sampleRecord({ upstream_endpoint: null, trace_id: null }))
   })
 
+  it("reads a record written with upstream_endpoint but before trace_id existed with trace_id null", () => {
+    const line = encodeRecord(sampleRecord())
+      .trimEnd()
+      .replace(',"trace_id":"4bf92f3577b34da6a3ce929d0e0e4736"', "")
+    expect(decodeRecord(line)).toEqual(sampleRecord({ trace_id: null }))
+    expect(
+      decodeRecord(line.replace('"upstream_endpoint":"/v1/messages"', '"upstream_endpoint":7')),
+    ).toBeUndefined()
+  })
+
   it("rejects a torn line and a line with a wrong field type", () => {
     const line = encodeRecord(sampleRecord()).trimEnd()
     expect(decodeRecord(line.slice(0, 60))).toBeUndefined()

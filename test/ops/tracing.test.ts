@@ -12,7 +12,7 @@ afterEach(async () => {
 })
 
 /** A local collector, closed after the test. */
-const collector = async (mode: "ok" | "hang" = "ok") => {
+const collector = async (mode: "ok" | "hang" | "stall" = "ok") => {
   const c = await startCollector(mode)
   servers.push(c.close)
   return c
@@ -172,31 +172,34 @@ describe("Tracing", () => {
     expect(dropped).toBe(1000)
   })
 
-  it("a collector that hangs neither fails nor delays the traced effect; its batches are dropped after the export timeout", async () => {
-    const c = await collector("hang")
-    const exports: Array<[Tracing.ExportResult, number]> = []
-    const layer = Tracing.layer(telemetry(c.url), {
-      exportIntervalMs: 50,
-      exportTimeoutMs: 300,
-      onExport: (result, spans) => exports.push([result, spans]),
+  for (const mode of ["hang", "stall"] as const)
+    it(`a collector that ${mode === "hang" ? "never answers" : "sends 200 and stalls the body"} neither fails nor delays the traced effect; its batches are dropped after the export timeout`, async () => {
+      const c = await collector(mode)
+      const exports: Array<[Tracing.ExportResult, number]> = []
+      const layer = Tracing.layer(telemetry(c.url), {
+        exportIntervalMs: 50,
+        exportTimeoutMs: 300,
+        onExport: (result, spans) => exports.push([result, spans]),
+      })
+      const started = performance.now()
+      const program = Effect.gen(function* () {
+        const t0 = performance.now()
+        for (let round = 0; round < 5; round++) {
+          for (let i = 0; i < 1000; i++) yield* probe
+          yield* Effect.sleep(60)
+        }
+        return performance.now() - t0
+      })
+      const spent = await traced(program, layer)
+      expect(spent).toBeLessThan(2_000)
+      // Shutdown waits at most for the export timeout / shutdown timeout, not for the collector.
+      expect(performance.now() - started).toBeLessThan(5_000)
+      expect(c.received.length).toBeGreaterThan(0)
+      // Never more posts in flight than the cap: the other batches were dropped at once.
+      expect(c.inFlight.max).toBeLessThanOrEqual(Tracing.maxExportsInFlight)
+      expect(exports.length).toBeGreaterThan(c.received.length)
+      expect(exports.every(([result]) => result === "dropped")).toBe(true)
+      // Every span counted once: what was made, all dropped.
+      expect(exports.reduce((n, [, spans]) => n + spans, 0)).toBe(5000)
     })
-    const started = performance.now()
-    const program = Effect.gen(function* () {
-      const t0 = performance.now()
-      for (let round = 0; round < 5; round++) {
-        for (let i = 0; i < 1000; i++) yield* probe
-        yield* Effect.sleep(60)
-      }
-      return performance.now() - t0
-    })
-    const spent = await traced(program, layer)
-    expect(spent).toBeLessThan(2_000)
-    // Shutdown waits at most for the export timeout / shutdown timeout, not for the collector.
-    expect(performance.now() - started).toBeLessThan(5_000)
-    expect(c.received.length).toBeGreaterThan(0)
-    // Never more posts in flight than the cap: the other batches were dropped at once.
-    expect(c.inFlight.max).toBeLessThanOrEqual(Tracing.maxExportsInFlight)
-    expect(exports.length).toBeGreaterThan(c.received.length)
-    expect(exports.every(([result]) => result === "dropped")).toBe(true)
-  })
 })

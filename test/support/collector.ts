@@ -4,7 +4,7 @@ import type { AddressInfo } from "node:net"
 /**
  * A local OTLP/HTTP collector for tests: records every POST it receives and
  * reads OTLP/JSON trace bodies back into plain spans. `hang` takes the body
- * and never answers; `down` is a port where nothing listens.
+ * and never answers; `stall` sends 200 and a first byte, never the rest.
  */
 
 export interface Received {
@@ -120,7 +120,7 @@ export const readTraces = (
 }
 
 /** Starts a collector on a free local port. */
-export const startCollector = async (mode: "ok" | "hang" = "ok"): Promise<Collector> => {
+export const startCollector = async (mode: "ok" | "hang" | "stall" = "ok"): Promise<Collector> => {
   const received: Array<Received> = []
   const open = new Set<ServerResponse>()
   const inFlight = { now: 0, max: 0 }
@@ -138,7 +138,10 @@ export const startCollector = async (mode: "ok" | "hang" = "ok"): Promise<Collec
         body: Buffer.concat(chunks),
       })
       if (mode === "hang") open.add(res)
-      else res.writeHead(200, { "content-type": "application/json" }).end("{}")
+      else if (mode === "stall") {
+        open.add(res)
+        res.writeHead(200, { "content-type": "application/json", "content-length": "2" }).write("{")
+      } else res.writeHead(200, { "content-type": "application/json" }).end("{}")
     })
   })
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
