@@ -472,3 +472,50 @@ describe("the retry budget's refusal in a trace", () => {
     })
   })
 })
+
+describe("a stream the hard budget cuts, in a trace", () => {
+  let c: Collector
+  let h: Harness
+  beforeAll(async () => {
+    c = await startCollector()
+    h = await startHarness({
+      fakes: FAKES,
+      config: (fakes, keyHash, dir) => ({
+        ...tracedConfig({ otlp_endpoint: c.url })(fakes, keyHash, dir),
+        reservation: { output_tokens: 10 },
+        tenants: {
+          acme: {
+            keys: [{ id: "ci", sha256: keyHash }],
+            routes: "*",
+            budgets: { month: { limit_usd: 0.003, mode: "hard" } },
+          },
+        },
+      }),
+      env: { OTEL_BSP_SCHEDULE_DELAY: "50" },
+    })
+  })
+  afterAll(async () => {
+    await h?.close()
+    await c?.close()
+  })
+
+  it("the cutoff is an event on the request's span; the attempt did not fail", async () => {
+    const { status, id } = await post(
+      h,
+      "claude",
+      { "x-fake-scenario": "max-tokens" },
+      { stream: true, max_tokens: 5000 },
+    )
+    expect(status).toBe(200)
+    const record = await recordOf(h, id)
+    expect(record).toMatchObject({ error: "budget_exceeded", incomplete: true })
+    const { server, attempts } = await traceOf(c, record.trace_id!)
+    expect(server.events.map((e) => e.name)).toEqual(["tollgate.commit", "tollgate.stream_cutoff"])
+    expect(server.events[1]!.attributes).toEqual({ "error.type": "budget_exceeded" })
+    expect(server.status.code).toBe(STATUS_OK)
+    expect(server.attributes).toMatchObject({ "error.type": "budget_exceeded", "tollgate.incomplete": true })
+    expect(attempts).toHaveLength(1)
+    expect(attempts[0]!.status.code).toBe(STATUS_OK)
+    expect(attempts[0]!.attributes["gen_ai.usage.output_tokens"]).toBe(record.output_tokens)
+  })
+})
