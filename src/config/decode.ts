@@ -128,6 +128,10 @@ export const decodeConfig = Effect.fn("Config.decode")(function* (raw: unknown, 
     targets: route.targets,
   }))
   const tenants = mapValues(tenantFiles.decoded, toTenant)
+  if (breaker.shared && store.kind !== "redis")
+    problems.push(
+      "breaker.shared: needs store.kind: redis (the copies share their breakers through the limit store's Redis)",
+    )
   if (server.maxBufferedBytes !== undefined && server.maxBufferedBytes < 2 * server.maxBodyBytes) {
     problems.push(
       `${formatPath(["server", "max_buffered_bytes"])}: must be at least twice server.max_body_bytes (${2 * server.maxBodyBytes}): one tenant may hold half of it, and a body of the largest size must fit`,

@@ -59,6 +59,8 @@ export interface BreakerConfig {
   readonly failureRatio: number
   /** ms. Default 30 s. */
   readonly openForMs: number
+  /** `breaker.shared` (Redis store only): breaker state and the retry budget shared by every copy (ADR 0055). */
+  readonly shared: boolean
 }
 
 /** All ms; each applies to each attempt separately. */

@@ -111,13 +111,19 @@ export const RetryOverride = Schema.Struct({
   budgetRatio: Schema.optionalKey(NonNegativeNumber),
 }).pipe(Schema.encodeKeys({ maxAttempts: "max_attempts", budgetRatio: "budget_ratio" }), mapping)
 
-/** `breaker:` — `min_requests` 20, `failure_ratio` 0.5, `open_for` 30s. */
+/** `breaker:` — `min_requests` 20, `failure_ratio` 0.5, `open_for` 30s, `shared` false. */
 export const BreakerSection = Schema.Struct({
   minRequests: withDefault(PositiveInt, 20),
   failureRatio: withDefault(Ratio, 0.5),
   openForMs: withDefault(PositiveDuration, 30_000),
+  shared: withDefault(says("must be true or false", Schema.Boolean), false),
 }).pipe(
-  Schema.encodeKeys({ minRequests: "min_requests", failureRatio: "failure_ratio", openForMs: "open_for" }),
+  Schema.encodeKeys({
+    minRequests: "min_requests",
+    failureRatio: "failure_ratio",
+    openForMs: "open_for",
+    shared: "shared",
+  }),
   mapping,
 )
 

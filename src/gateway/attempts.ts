@@ -102,7 +102,16 @@ export const makeAttempts = (deps: AttemptDeps) => {
         const scope = yield* Scope.fork(requestScope, "sequential")
         const hold = new AttemptHold(deadlines, breakers)
         yield* Scope.addFinalizer(scope, hold.release)
-        const permit = breakers.acquire(target.provider, target.model, client.region, tenant)
+        const acquired = breakers.acquire(target.provider, target.model, client.region, tenant)
+        // The fleet's half-open test is claimed in Redis (ADR 0055): the permit is held as it is granted.
+        const permit = Effect.isEffect(acquired)
+          ? yield* Effect.uninterruptible(
+              Effect.map(acquired, (granted) => {
+                if (granted._tag === "Permit") hold.hold(granted)
+                return granted
+              }),
+            )
+          : acquired
         if (permit._tag === "Blocked") {
           yield* Scope.close(scope, Exit.void)
           outcomes.push({ ...target, outcome: "skipped", reason: permit.reason })

@@ -39,6 +39,8 @@ export interface MetricsDeps {
   readonly relayBuffered: () => number
   /** Request-body bytes held now (src/ops/BodyBuffers.ts). */
   readonly bodyBuffered: () => number
+  /** Failed shared-breaker calls so far (`breaker.shared`); absent in tests. */
+  readonly breakerStoreErrors?: () => number
   /** Spans exported and dropped so far (src/ops/Tracing.ts); absent in tests that do not trace. */
   readonly traceSpans?: Readonly<SpanCounts> | undefined
 }
@@ -180,11 +182,16 @@ export const make = (deps: MetricsDeps): MetricsService => {
     configReloaded: (result) => reloads[result].inc(),
   }
 
+  /** The failed shared-breaker calls already moved into `tollgate_breaker_store_errors_total`. */
+  let breakerErrorsSeen = 0
   /** The span counts already moved into `tollgate_trace_spans_total`. */
   const spansSeen: SpanCounts = { exported: 0, dropped: 0 }
   /** Moves the counted cells into prom-client and reads the scrape-time gauges. */
   const refresh = (): void => {
     for (const cells of Object.values(counters)) cells.sync()
+    const breakerErrors = deps.breakerStoreErrors?.() ?? 0
+    m.breakerStoreErrors.inc(breakerErrors - breakerErrorsSeen)
+    breakerErrorsSeen = breakerErrors
     const spans = deps.traceSpans
     if (spans !== undefined) {
       m.traceSpans.inc({ result: "exported" }, spans.exported - spansSeen.exported)
@@ -251,6 +258,7 @@ export const layer: Layer.Layer<
       relayBuffered: deadlines.bufferedBytes,
       bodyBuffered: bodyBuffers.held,
       traceSpans: tracing.counts,
+      breakerStoreErrors: breakers.storeErrors,
     })
   }),
 )

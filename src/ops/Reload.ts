@@ -48,6 +48,7 @@ const restartOnly = (from: TollgateConfig, to: TollgateConfig): Array<string> =>
   differ("server.shutdown_grace", from.server.shutdownGraceMs, to.server.shutdownGraceMs)
   differ("admin.token_env", from.admin.tokenEnv, to.admin.tokenEnv)
   differ("store", from.store, to.store)
+  differ("breaker.shared", from.breaker.shared, to.breaker.shared)
   differ("usage.file", from.usageFile, to.usageFile)
   differ("keys.file", from.keysFile, to.keysFile)
   differ("telemetry", from.telemetry, to.telemetry)

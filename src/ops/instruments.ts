@@ -148,6 +148,11 @@ export const makeInstruments = (registry: Registry) => {
       help: "Bytes held in memory for responses being relayed now (upstream read buffers and client write buffers).",
       registers,
     }),
+    breakerStoreErrors: new Counter({
+      name: "tollgate_breaker_store_errors_total",
+      help: "Calls to Redis for the shared breakers (breaker.shared) that failed; after each, this copy decides with its own breakers for 5 s.",
+      registers,
+    }),
     traceSpans: new Counter({
       name: "tollgate_trace_spans_total",
       help: "Spans handed to the OTLP collector, by result: exported (the collector took the batch) or dropped (collector down, slow, refusing, or too many posts in flight).",

@@ -1,4 +1,7 @@
 import { Clock, Context, Effect, Layer } from "effect"
+import type { Redis } from "ioredis"
+import { acquireRedis } from "../limits/redisClient.js"
+import { BREAKER_SCRIPTS, makeSharedBreakers, SYNC_MS, type BreakerRedis } from "./sharedBreakers.js"
 import { LiveConfig } from "../config/LiveConfig.js"
 import type { BreakerConfig } from "../config/model.js"
 import { MAX_RETRY_AFTER_MS } from "./rules.js"
@@ -34,6 +37,14 @@ export interface Permit {
   readonly own: TenantPermit | undefined
   /** The tenant the attempt is for: the shared breaker counts distinct failing tenants. */
   readonly tenant: string
+  /** With `breaker.shared`: the fleet's breaker of the target it was given under (ADR 0055). */
+  readonly fleet?: FleetPermit | undefined
+}
+
+/** The fleet breaker's part of a permit: its generation in Redis, and whether this attempt is its test. */
+export interface FleetPermit {
+  readonly generation: number
+  readonly probe: boolean
 }
 
 /** The target may not be tried before `until` (epoch ms). */
@@ -167,14 +178,24 @@ export const makeBreakers = (
     return false
   }
 
-  /** The cooldown, then the shared breaker, then (several tenants) the tenant's own breaker. */
-  const acquire = (provider: string, model: string, region: string, tenant: string): Permit | Blocked => {
+  /**
+   * The cooldown, then the shared breaker, then (several tenants) the tenant's own breaker. With
+   * `localShared` false the shared breaker of this process is not asked (the fleet's decides, ADR 0055):
+   * the permit only feeds its window.
+   */
+  const acquire = (
+    provider: string,
+    model: string,
+    region: string,
+    tenant: string,
+    localShared = true,
+  ): Permit | Blocked => {
     const breaker = get(provider, model, region)
     const t = now()
     const key = breakerKey(provider, model)
     if (t < breaker.cooldownUntil)
       return { _tag: "Blocked", until: breaker.cooldownUntil, reason: "cooldown" }
-    const probe = check(breaker, t)
+    const probe = localShared ? check(breaker, t) : false
     if (typeof probe !== "boolean") return probe
     let own: TenantPermit | undefined
     if (perTenantNow()) {
@@ -305,22 +326,102 @@ export const makeBreakers = (
     return views
   }
 
-  return { acquire, record, cooldown, view }
+  /** Whether `tenant` fails at the breaker's ratio on its own attempts at the target now (ADR 0048). */
+  const tenantFailing = (tenant: string, provider: string, model: string): boolean => {
+    const own = owned.get(tenantKey(tenant, breakerKey(provider, model)))
+    return own === undefined || ratioOf(own, now()) >= settingsNow().failureRatio
+  }
+
+  return {
+    acquire,
+    record,
+    cooldown,
+    view,
+    tenantFailing,
+    /** Several tenants configured: tenants' own breakers and the two-tenant rule apply (ADR 0048). */
+    perTenant: perTenantNow,
+    /** The tenants the two-tenant rule needs (0: the rule is off). */
+    tenantsNeeded: (): number => (perTenantNow() ? Math.min(2, tenantsNow()) : 0),
+  }
 }
 
-export class Breakers extends Context.Service<Breakers, ReturnType<typeof makeBreakers>>()(
-  "tollgate/reliability/Breakers",
-) {}
+export type LocalBreakers = ReturnType<typeof makeBreakers>
+
+/**
+ * What the request path uses: `acquire` may answer with an effect (the
+ * fleet's half-open test is claimed in Redis, ADR 0055); the rest is
+ * synchronous.
+ */
+export interface BreakersService {
+  readonly acquire: (
+    provider: string,
+    model: string,
+    region: string,
+    tenant: string,
+  ) => Permit | Blocked | Effect.Effect<Permit | Blocked>
+  readonly record: (permit: Permit, outcome: Outcome) => void
+  readonly cooldown: (provider: string, model: string, region: string, untilMs: number) => void
+  readonly view: () => Array<BreakerView>
+  /** Breaker store operations that failed (`breaker.shared`; 0 otherwise): `/metrics`. */
+  readonly storeErrors: () => number
+}
+
+export class Breakers extends Context.Service<Breakers, BreakersService>()("tollgate/reliability/Breakers") {}
 
 export const layer = Layer.effect(
   Breakers,
   Effect.gen(function* () {
     const live = yield* LiveConfig
     const clock = yield* Clock.Clock
-    return makeBreakers(
+    const now = () => clock.currentTimeMillisUnsafe()
+    const local = makeBreakers(
       () => live.get().breaker,
-      () => clock.currentTimeMillisUnsafe(),
+      now,
       () => live.get().tenants.size,
     )
+    const config = live.get()
+    if (!config.breaker.shared || config.store.kind !== "redis") return { ...local, storeErrors: () => 0 }
+    // `breaker.shared` (ADR 0055): the fleet's breakers in the limit store's Redis, this copy's as the fallback.
+    const redis = yield* acquireRedis<Redis & BreakerRedis>(config.store.url, BREAKER_SCRIPTS, {
+      cluster: config.store.cluster,
+    })
+    const run = Effect.runForkWith(yield* Effect.context<never>())
+    const shared = makeSharedBreakers({
+      local,
+      redis,
+      settings: () => live.get().breaker,
+      now,
+      leaseMs: () => {
+        let longest = 0
+        for (const route of live.get().routes.values()) longest = Math.max(longest, route.timeouts.totalMs)
+        return longest + 5_000
+      },
+      targets: () => {
+        const current = live.get()
+        return [...current.routes.values()].flatMap((route) =>
+          route.targets.map((t) => {
+            const provider = current.providers.get(t.provider)
+            return {
+              provider: t.provider,
+              model: t.model,
+              region: provider?.kind === "vertex" ? provider.region : "",
+            }
+          }),
+        )
+      },
+      onStore: ({ ok, error }) =>
+        run(
+          ok
+            ? Effect.logInfo("breakers: redis answers again; the fleet's breakers decide")
+            : Effect.logWarning(
+                `breakers: redis unavailable; this copy decides with its own breakers until it answers`,
+              ).pipe(Effect.annotateLogs({ error: error ?? "" })),
+        ),
+    })
+    yield* Effect.promise(shared.sync)
+    yield* Effect.forkScoped(
+      Effect.forever(Effect.andThen(Effect.sleep(SYNC_MS), Effect.promise(shared.sync))),
+    )
+    return shared.service
   }),
 )

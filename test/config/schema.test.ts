@@ -184,7 +184,12 @@ describe("defaults", () => {
       assert.strictEqual(config.pricingFile, "/etc/tollgate/pricing.yaml")
       assert.deepStrictEqual(config.reservation, { outputTokens: 4096 })
       assert.deepStrictEqual(config.retry, { maxAttempts: 3, budgetRatio: 0.1 })
-      assert.deepStrictEqual(config.breaker, { minRequests: 20, failureRatio: 0.5, openForMs: 30_000 })
+      assert.deepStrictEqual(config.breaker, {
+        minRequests: 20,
+        failureRatio: 0.5,
+        openForMs: 30_000,
+        shared: false,
+      })
       assert.deepStrictEqual(config.timeouts, {
         connectMs: 5_000,
         firstTokenMs: 60_000,
@@ -419,6 +424,21 @@ describe("telemetry", () => {
           )
         }
       }),
+  )
+
+  it.effect("breaker.shared needs the Redis store", () =>
+    Effect.gen(function* () {
+      assert.deepStrictEqual(yield* problemsOf(patch(baseConfig(), ["breaker"], { shared: true })), [
+        "breaker.shared: needs store.kind: redis (the copies share their breakers through the limit store's Redis)",
+      ])
+      const { config } = yield* decode(
+        patch(patch(baseConfig(), ["breaker"], { shared: true }), ["store"], {
+          kind: "redis",
+          url: "redis://r:6379/0",
+        }),
+      )
+      assert.strictEqual(config.breaker.shared, true)
+    }),
   )
 
   it.effect("an unknown key is an error", () =>

@@ -68,11 +68,11 @@ describe("Breakers: opening", () => {
   it.effect("opens at exactly failure_ratio for any configured ratio (no float loss)", () =>
     Effect.gen(function* () {
       // 0.28 × 25 is 7.000000000000001 in floating point; 7 failures of 25 are exactly 0.28.
-      const t = yield* setup({ minRequests: 25, failureRatio: 0.28, openForMs: 30_000 })
+      const t = yield* setup({ minRequests: 25, failureRatio: 0.28, openForMs: 30_000, shared: false })
       t.attempts(18, "success")
       t.attempts(7, "failure")
       assert.strictEqual(t.view().state, "open")
-      const u = yield* setup({ minRequests: 25, failureRatio: 0.28, openForMs: 30_000 })
+      const u = yield* setup({ minRequests: 25, failureRatio: 0.28, openForMs: 30_000, shared: false })
       u.attempts(19, "success")
       u.attempts(6, "failure")
       assert.strictEqual(u.view().state, "closed")

@@ -5,7 +5,12 @@ import type { BreakerConfig } from "../../src/config/model.js"
 import { makeBreakers, type Blocked, type Outcome, type Permit } from "../../src/reliability/Breakers.js"
 
 /** The seed's defaults: 20 attempts, ratio 0.5, open for 30 s. */
-export const defaults: BreakerConfig = { minRequests: 20, failureRatio: 0.5, openForMs: 30_000 }
+export const defaults: BreakerConfig = {
+  minRequests: 20,
+  failureRatio: 0.5,
+  openForMs: 30_000,
+  shared: false,
+}
 
 /** The provider, model and region of the breaker under test. */
 export const P = "anthropic"

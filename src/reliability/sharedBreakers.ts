@@ -1,0 +1,496 @@
+/**
+ * `breaker.shared: true` (ADR 0055): the breakers of every copy are one
+ * breaker per target, kept in Redis. The request path stays synchronous: each
+ * copy decides from a mirror of the fleet's state, which it refreshes every
+ * {@link SYNC_MS} with one script per target — the same call that adds the
+ * outcomes it counted meanwhile and opens the breaker when the fleet's window
+ * meets the rule. Only the half-open test is claimed in Redis by the request
+ * that will make it (one per target for the whole fleet), and its result is
+ * sent at once. While Redis fails, the copy decides with its own breakers,
+ * which it keeps fed all along (`local`), for {@link LOCAL_MS} after the last
+ * failure.
+ */
+import { Effect } from "effect"
+import type { BreakerConfig } from "../config/model.js"
+import type { ScriptCommand } from "../limits/redisClient.js"
+import {
+  breakerKey,
+  type Blocked,
+  type BreakersService,
+  type BreakerState,
+  type BreakerView,
+  type LocalBreakers,
+  type Outcome,
+  type Permit,
+} from "./Breakers.js"
+import { MAX_RETRY_AFTER_MS } from "./rules.js"
+import { BUCKETS, BUCKET_MS } from "./Window.js"
+
+/** How often each copy adds its counts to the fleet's and reads the fleet's state, ms. */
+export const SYNC_MS = 500
+/** How long a copy keeps to its own breakers after a failed call to Redis, ms (ADR 0006's 5 s). */
+export const LOCAL_MS = 5_000
+/** How long a half-open breaker's waiting callers are told to wait for its test, ms. */
+const TESTING_RETRY_MS = 1_000
+/** Redis keys of a target live this long after their last write (the state is decided by `now`). */
+const KEY_PX = 60 * 60 * 1000
+
+/** The fields a script answers with: the fleet's state of one target. */
+const STATE_REPLY = `return { gen, state, openUntil, probeUntil, cooldownUntil, failures, total }`
+
+const READ_STATE = `
+local h = redis.call("HMGET", KEYS[1], "gen", "state", "openUntil", "probeUntil", "cooldownUntil")
+local gen = tonumber(h[1] or "0")
+local state = h[2] or "closed"
+local openUntil = tonumber(h[3] or "0")
+local probeUntil = tonumber(h[4] or "0")
+local cooldownUntil = tonumber(h[5] or "0")
+local failures, total = 0, 0
+`
+
+/** Forgets the window (a closed breaker starts counting afresh) and the failing tenants. */
+const CLEAR_WINDOW = `
+local fields = redis.call("HKEYS", KEYS[1])
+for _, field in ipairs(fields) do
+  local c = string.sub(field, 1, 2)
+  if c == "s:" or c == "f:" then redis.call("HDEL", KEYS[1], field) end
+end
+redis.call("DEL", KEYS[2])
+`
+
+/**
+ * Sync: KEYS 1 state hash, 2 failing tenants hash. ARGV 1 now, 2 the generation
+ * the counts were made under (-1: unknown yet), 3 min_requests, 4
+ * failure_ratio, 5 open_for ms, 6 bucket ms, 7 buckets, 8 tenants the
+ * two-tenant rule needs (0: off), 9 a cooldown until (0: none), 10 how many
+ * count triples follow; then (bucket, successes, failures) triples; then
+ * (tenant, failing at) pairs. Adds the counts when the breaker is closed and
+ * still in that generation, opens it when the window meets the rule, and
+ * answers with the state.
+ */
+export const SYNC_LUA = `${READ_STATE}
+local now = tonumber(ARGV[1])
+local seen = tonumber(ARGV[2])
+local minRequests = tonumber(ARGV[3])
+local ratio = tonumber(ARGV[4])
+local openFor = tonumber(ARGV[5])
+local bucketMs = tonumber(ARGV[6])
+local buckets = tonumber(ARGV[7])
+local tenantsNeeded = tonumber(ARGV[8])
+local cooldown = tonumber(ARGV[9])
+local counts = tonumber(ARGV[10])
+if cooldown > cooldownUntil then
+  cooldownUntil = cooldown
+  redis.call("HSET", KEYS[1], "cooldownUntil", cooldownUntil)
+end
+local current = math.floor(now / bucketMs)
+if state == "closed" then
+  local i = 11
+  local fresh = seen == gen or seen < 0
+  for _ = 1, counts do
+    local bucket = tonumber(ARGV[i])
+    if fresh and bucket > current - buckets and bucket <= current then
+      local s, f = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
+      if s > 0 then redis.call("HINCRBY", KEYS[1], "s:" .. bucket, s) end
+      if f > 0 then redis.call("HINCRBY", KEYS[1], "f:" .. bucket, f) end
+    end
+    i = i + 3
+  end
+  while fresh and i < #ARGV do
+    local at = tonumber(ARGV[i + 1])
+    if at > tonumber(redis.call("HGET", KEYS[2], ARGV[i]) or "0") then redis.call("HSET", KEYS[2], ARGV[i], at) end
+    i = i + 2
+  end
+  for bucket = current - buckets - 5, current - buckets do
+    redis.call("HDEL", KEYS[1], "s:" .. bucket, "f:" .. bucket)
+  end
+  for bucket = current - buckets + 1, current do
+    local v = redis.call("HMGET", KEYS[1], "s:" .. bucket, "f:" .. bucket)
+    local f = tonumber(v[2] or "0")
+    failures = failures + f
+    total = total + tonumber(v[1] or "0") + f
+  end
+  if total >= minRequests and total > 0 and failures / total >= ratio then
+    local enough = true
+    if tenantsNeeded > 0 then
+      local failing = 0
+      local marks = redis.call("HGETALL", KEYS[2])
+      for j = 1, #marks, 2 do
+        if current - math.floor(tonumber(marks[j + 1]) / bucketMs) < buckets then
+          failing = failing + 1
+        else
+          redis.call("HDEL", KEYS[2], marks[j])
+        end
+      end
+      enough = failing >= tenantsNeeded
+    end
+    if enough then
+      gen = gen + 1
+      state = "open"
+      openUntil = now + openFor
+      redis.call("HSET", KEYS[1], "gen", gen, "state", state, "openUntil", openUntil)
+    end
+  end
+end
+redis.call("PEXPIRE", KEYS[1], ${KEY_PX})
+redis.call("PEXPIRE", KEYS[2], ${KEY_PX})
+${STATE_REPLY}
+`
+
+/**
+ * Claim the test: KEYS 1 state hash. ARGV 1 now, 2 lease ms. An open breaker
+ * whose open time has passed, or a half-open one whose test is free (a
+ * neutral result) or whose holder's lease ran out, becomes half-open with a
+ * new generation and this caller holds the test. Answers { 1 | 0, state… }.
+ */
+export const CLAIM_LUA = `${READ_STATE}
+local now = tonumber(ARGV[1])
+local granted = 0
+if (state == "open" and now >= openUntil) or (state == "half_open" and now >= probeUntil) then
+  gen = gen + 1
+  state = "half_open"
+  probeUntil = now + tonumber(ARGV[2])
+  granted = 1
+  redis.call("HSET", KEYS[1], "gen", gen, "state", state, "probeUntil", probeUntil)
+  redis.call("PEXPIRE", KEYS[1], ${KEY_PX})
+end
+return { granted, gen, state, openUntil, probeUntil, cooldownUntil, failures, total }
+`
+
+/**
+ * The test's result: KEYS 1 state hash, 2 failing tenants hash. ARGV 1 now,
+ * 2 the test's generation, 3 success | failure | neutral, 4 open_for ms.
+ * Success closes (the window starts afresh), failure opens again, neutral
+ * frees the test for another request; a result of another generation
+ * changes nothing.
+ */
+export const RESULT_LUA = `${READ_STATE}
+local now = tonumber(ARGV[1])
+if state == "half_open" and gen == tonumber(ARGV[2]) then
+  local outcome = ARGV[3]
+  if outcome == "success" then
+    gen = gen + 1
+    state = "closed"
+    probeUntil = 0
+    ${CLEAR_WINDOW}
+  elseif outcome == "failure" then
+    gen = gen + 1
+    state = "open"
+    openUntil = now + tonumber(ARGV[4])
+    probeUntil = 0
+  else
+    probeUntil = 0
+  end
+  redis.call("HSET", KEYS[1], "gen", gen, "state", state, "openUntil", openUntil, "probeUntil", probeUntil)
+  redis.call("PEXPIRE", KEYS[1], ${KEY_PX})
+end
+${STATE_REPLY}
+`
+
+export const BREAKER_SCRIPTS: Readonly<Record<string, ScriptCommand>> = {
+  tollgateBreakerSync: { lua: SYNC_LUA, numberOfKeys: 2 },
+  tollgateBreakerClaim: { lua: CLAIM_LUA, numberOfKeys: 1 },
+  tollgateBreakerResult: { lua: RESULT_LUA, numberOfKeys: 2 },
+}
+
+type Reply = Array<number | string>
+
+/** The scripts as the client defines them. */
+export interface BreakerRedis {
+  tollgateBreakerSync(...keysAndArgs: Array<string | number>): Promise<Reply>
+  tollgateBreakerClaim(...keysAndArgs: Array<string | number>): Promise<Reply>
+  tollgateBreakerResult(...keysAndArgs: Array<string | number>): Promise<Reply>
+}
+
+/** The fleet's state of one target, as this copy last read it. */
+interface Mirror {
+  /** -1 until the first read. */
+  gen: number
+  state: BreakerState
+  openUntil: number
+  probeUntil: number
+  cooldownUntil: number
+  failures: number
+  total: number
+}
+
+/** What this copy counted for one target since its last sync. */
+interface Pending {
+  /** The fleet generation the counts were made under. */
+  gen: number
+  /** bucket → [successes, failures]. */
+  readonly counts: Map<number, [number, number]>
+  /** Tenants failing at the ratio on their own attempts, and when (ADR 0048). */
+  readonly tenants: Map<string, number>
+  cooldownUntil: number
+}
+
+interface Target {
+  readonly provider: string
+  readonly model: string
+  readonly region: string
+  /** The Redis keys: `tollgate:{brk:PROVIDER:MODEL}` and its failing tenants. */
+  readonly keys: readonly [string, string]
+  readonly mirror: Mirror
+  pending: Pending
+}
+
+const emptyPending = (gen: number): Pending => ({
+  gen,
+  counts: new Map(),
+  tenants: new Map(),
+  cooldownUntil: 0,
+})
+
+const hashTag = (provider: string, model: string): string =>
+  `tollgate:{brk:${encodeURIComponent(provider)}:${encodeURIComponent(model)}}`
+
+const STATES: ReadonlySet<string> = new Set(["closed", "open", "half_open"])
+
+/** Reads a script's state reply (from `offset`) into `mirror`. */
+const readReply = (mirror: Mirror, reply: Reply, offset = 0): void => {
+  const number = (i: number) => Number(reply[offset + i] ?? 0)
+  mirror.gen = number(0)
+  const state = String(reply[offset + 1])
+  mirror.state = STATES.has(state) ? (state as BreakerState) : "closed"
+  mirror.openUntil = number(2)
+  mirror.probeUntil = number(3)
+  mirror.cooldownUntil = Math.max(mirror.cooldownUntil, number(4))
+  // The window's counts are read only when closed; an open breaker's last counts stay on show.
+  if (mirror.state === "closed") {
+    mirror.failures = number(5)
+    mirror.total = number(6)
+  }
+}
+
+export interface SharedBreakersOptions {
+  readonly local: LocalBreakers
+  readonly redis: BreakerRedis
+  readonly settings: () => BreakerConfig
+  readonly now: () => number
+  /** How long a claimed test may take before another copy may test, ms (the longest `timeouts.total` + 5 s). */
+  readonly leaseMs: () => number
+  /** The targets of the config: synced from the start, so a copy knows an open breaker before its first attempt. */
+  readonly targets: () => Iterable<{ provider: string; model: string; region: string }>
+  /** Called on the first failure after Redis answered, and on the first answer after failures. */
+  readonly onStore: (event: { readonly ok: boolean; readonly error?: string }) => void
+}
+
+/** The shared breakers over `local` (see the module comment). `sync` is the periodic call (and tests'). */
+export const makeSharedBreakers = (options: SharedBreakersOptions) => {
+  const { local, redis, settings, now } = options
+  const targets = new Map<string, Target>()
+  /** Epoch ms until which this copy decides with its own breakers. */
+  let localUntil = 0
+  let storeErrors = 0
+  let failing = false
+
+  const targetOf = (provider: string, model: string, region: string): Target => {
+    const key = breakerKey(provider, model)
+    let target = targets.get(key)
+    if (target === undefined) {
+      const tag = hashTag(provider, model)
+      target = {
+        provider,
+        model,
+        region,
+        keys: [tag, `${tag}:t`],
+        mirror: {
+          gen: -1,
+          state: "closed",
+          openUntil: 0,
+          probeUntil: 0,
+          cooldownUntil: 0,
+          failures: 0,
+          total: 0,
+        },
+        pending: emptyPending(-1),
+      }
+      targets.set(key, target)
+    }
+    return target
+  }
+  for (const t of options.targets()) targetOf(t.provider, t.model, t.region)
+
+  const storeFailed = (cause: unknown): void => {
+    storeErrors++
+    localUntil = now() + LOCAL_MS
+    if (failing) return
+    failing = true
+    options.onStore({ ok: false, error: cause instanceof Error ? cause.message : String(cause) })
+  }
+  const storeAnswered = (): void => {
+    if (!failing) return
+    failing = false
+    options.onStore({ ok: true })
+  }
+
+  /** One target's sync: its pending counts in, the fleet's state out. */
+  const syncTarget = async (target: Target): Promise<void> => {
+    const pending = target.pending
+    target.pending = emptyPending(target.mirror.gen)
+    const config = settings()
+    const args: Array<string | number> = [
+      now(),
+      pending.gen,
+      config.minRequests,
+      config.failureRatio,
+      config.openForMs,
+      BUCKET_MS,
+      BUCKETS,
+      local.tenantsNeeded(),
+      pending.cooldownUntil,
+      pending.counts.size,
+    ]
+    for (const [bucket, [s, f]] of pending.counts) args.push(bucket, s, f)
+    for (const [tenant, at] of pending.tenants) args.push(tenant, at)
+    const reply = await redis.tollgateBreakerSync(target.keys[0], target.keys[1], ...args)
+    readReply(target.mirror, reply)
+  }
+
+  let syncing: Promise<void> | undefined
+  let again = false
+  /** Syncs every target (one script each, sent together); a sync asked for meanwhile runs right after. */
+  const sync = (): Promise<void> => {
+    if (syncing !== undefined) {
+      again = true
+      return syncing
+    }
+    syncing = (async () => {
+      do {
+        again = false
+        const results = await Promise.allSettled([...targets.values()].map(syncTarget))
+        const failure = results.find((r) => r.status === "rejected")
+        if (failure !== undefined) storeFailed(failure.reason)
+        else storeAnswered()
+      } while (again)
+    })().finally(() => {
+      syncing = undefined
+    })
+    return syncing
+  }
+
+  let soon = false
+  /** A failure (or a cooldown) is told to the fleet at once, not at the next tick. */
+  const syncSoon = (): void => {
+    if (soon) return
+    soon = true
+    setImmediate(() => {
+      soon = false
+      void sync()
+    })
+  }
+
+  /** The fleet's test of `target`, claimed by this request; its tenant's own breaker asked first. */
+  const claim = (target: Target, tenant: string): Effect.Effect<Permit | Blocked> =>
+    Effect.suspend(() => {
+      const own = local.acquire(target.provider, target.model, target.region, tenant, false)
+      if (own._tag === "Blocked") return Effect.succeed(own)
+      return Effect.tryPromise(() =>
+        redis.tollgateBreakerClaim(target.keys[0], now(), options.leaseMs()),
+      ).pipe(
+        Effect.map((reply): Permit | Blocked => {
+          storeAnswered()
+          readReply(target.mirror, reply, 1)
+          if (Number(reply[0]) === 1) return { ...own, fleet: { generation: target.mirror.gen, probe: true } }
+          // Another copy holds the test: the tenant's own test slot (if it took one) is given back.
+          local.record(own, "neutral")
+          return { _tag: "Blocked", until: now() + TESTING_RETRY_MS, reason: "breaker_testing" }
+        }),
+        Effect.catch((error) => {
+          storeFailed(error)
+          local.record(own, "neutral")
+          return Effect.succeed(local.acquire(target.provider, target.model, target.region, tenant))
+        }),
+      )
+    })
+
+  const acquire: BreakersService["acquire"] = (provider, model, region, tenant) => {
+    const t = now()
+    if (t < localUntil) return local.acquire(provider, model, region, tenant)
+    const target = targetOf(provider, model, region)
+    const m = target.mirror
+    if (t < m.cooldownUntil) return { _tag: "Blocked", until: m.cooldownUntil, reason: "cooldown" }
+    if (m.state === "open" && t < m.openUntil)
+      return { _tag: "Blocked", until: m.openUntil, reason: "breaker_open" }
+    if (m.state === "half_open" && t < m.probeUntil)
+      return { _tag: "Blocked", until: t + TESTING_RETRY_MS, reason: "breaker_testing" }
+    if (m.state !== "closed") return claim(target, tenant)
+    const permit = local.acquire(provider, model, region, tenant, false)
+    if (permit._tag === "Blocked") return permit
+    return { ...permit, fleet: { generation: m.gen, probe: false } }
+  }
+
+  const record: BreakersService["record"] = (permit, outcome: Outcome) => {
+    local.record(permit, outcome)
+    const fleet = permit.fleet
+    if (fleet === undefined) return
+    const target = targets.get(permit.key)
+    if (target === undefined) return
+    if (fleet.probe) {
+      redis
+        .tollgateBreakerResult(
+          target.keys[0],
+          target.keys[1],
+          now(),
+          fleet.generation,
+          outcome,
+          settings().openForMs,
+        )
+        .then((reply) => {
+          storeAnswered()
+          readReply(target.mirror, reply)
+        }, storeFailed)
+      return
+    }
+    if (outcome === "neutral") return
+    let pending = target.pending
+    if (pending.gen !== fleet.generation) pending = target.pending = emptyPending(fleet.generation)
+    const t = now()
+    const bucket = Math.floor(t / BUCKET_MS)
+    let counts = pending.counts.get(bucket)
+    if (counts === undefined) pending.counts.set(bucket, (counts = [0, 0]))
+    if (outcome === "success") counts[0]++
+    else {
+      counts[1]++
+      if (local.perTenant() && local.tenantFailing(permit.tenant, target.provider, target.model))
+        pending.tenants.set(permit.tenant, t)
+      syncSoon()
+    }
+  }
+
+  const cooldown: BreakersService["cooldown"] = (provider, model, region, untilMs) => {
+    local.cooldown(provider, model, region, untilMs)
+    const target = targetOf(provider, model, region)
+    // Capped as the local breaker caps it.
+    const until = Math.min(untilMs, now() + MAX_RETRY_AFTER_MS)
+    target.pending.cooldownUntil = Math.max(target.pending.cooldownUntil, until)
+    target.mirror.cooldownUntil = Math.max(target.mirror.cooldownUntil, until)
+    syncSoon()
+  }
+
+  const view = (): Array<BreakerView> => {
+    const t = now()
+    if (t < localUntil) return local.view()
+    const views: Array<BreakerView> = []
+    for (const target of targets.values()) {
+      const m = target.mirror
+      views.push({
+        tenant: null,
+        provider: target.provider,
+        model: target.model,
+        region: target.region,
+        state: m.state === "open" && t >= m.openUntil ? "half_open" : m.state,
+        failureRatio: m.total === 0 ? 0 : m.failures / m.total,
+        attempts: m.total,
+        testableAt: m.state === "open" ? m.openUntil : 0,
+        cooldownUntil: m.cooldownUntil > t ? m.cooldownUntil : 0,
+      })
+    }
+    for (const own of local.view()) if (own.tenant !== null) views.push(own)
+    return views
+  }
+
+  const service: BreakersService = { acquire, record, cooldown, view, storeErrors: () => storeErrors }
+  return { service, sync }
+}

@@ -1,0 +1,233 @@
+/**
+ * `breaker.shared: true` (issue #19, ADR 0055): three copies' breakers over
+ * one real Redis, each with its own clock function (moved by the test) and
+ * syncs run by the test, so every step is deterministic.
+ */
+import { Effect } from "effect"
+import { Redis } from "ioredis"
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
+import type { BreakerConfig } from "../../src/config/model.js"
+import { makeBreakers, type Blocked, type Outcome, type Permit } from "../../src/reliability/Breakers.js"
+import {
+  BREAKER_SCRIPTS,
+  LOCAL_MS,
+  makeSharedBreakers,
+  type BreakerRedis,
+} from "../../src/reliability/sharedBreakers.js"
+import { startRedis, type RedisHandle } from "../support/redis.js"
+
+const SETTINGS: BreakerConfig = { minRequests: 20, failureRatio: 0.5, openForMs: 30_000, shared: true }
+const LEASE_MS = 65_000
+const P = "anthropic"
+const M = "claude-sonnet-5-5"
+
+let redis: RedisHandle
+const clients: Array<Redis> = []
+beforeAll(async () => {
+  redis = await startRedis()
+})
+afterEach(async () => {
+  // Every test starts from an empty Redis.
+  const client = new Redis(redis.url)
+  await client.flushall()
+  client.disconnect()
+})
+afterAll(async () => {
+  for (const client of clients) client.disconnect()
+  await redis?.stop()
+})
+
+/** A connected client with the scripts, failing fast like the gateway's (no offline queue, 500 ms per command). */
+const client = async (): Promise<Redis & BreakerRedis> => {
+  const c = new Redis(redis.url, {
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    commandTimeout: 500,
+    retryStrategy: () => 100,
+  })
+  c.on("error", () => {})
+  for (const [name, script] of Object.entries(BREAKER_SCRIPTS)) c.defineCommand(name, script)
+  clients.push(c)
+  await c.connect()
+  return c as Redis & BreakerRedis
+}
+
+/** One copy: its own local breakers and Redis connection, the shared clock `time`. */
+const copy = async (time: { now: number }, tenants = 1) => {
+  const now = () => time.now
+  const local = makeBreakers(SETTINGS, now, tenants)
+  const events: Array<boolean> = []
+  const { service, sync } = makeSharedBreakers({
+    local,
+    redis: await client(),
+    settings: () => SETTINGS,
+    now,
+    leaseMs: () => LEASE_MS,
+    targets: () => [{ provider: P, model: M, region: "" }],
+    onStore: ({ ok }) => events.push(ok),
+  })
+  /** `acquire`, running the claim when it is one. */
+  const acquire = async (tenant = "acme"): Promise<Permit | Blocked> => {
+    const result = service.acquire(P, M, "", tenant)
+    return Effect.isEffect(result) ? Effect.runPromise(result) : result
+  }
+  /** `n` attempts that each end with `outcome` (permitted ones only). */
+  const attempts = async (n: number, outcome: Outcome, tenant = "acme") => {
+    for (let i = 0; i < n; i++) {
+      const permit = await acquire(tenant)
+      if (permit._tag === "Permit") service.record(permit, outcome)
+    }
+  }
+  const state = () => service.view().find((v) => v.tenant === null)?.state
+  return { service, sync, acquire, attempts, state, events }
+}
+
+const START = Date.parse("2026-12-03T10:00:00.000Z")
+
+describe("shared breakers (three copies, one Redis)", () => {
+  it("the fleet's attempts open the breaker at the rule, which no copy meets alone; every copy then skips it", async () => {
+    const time = { now: START }
+    const [a, b, c] = await Promise.all([copy(time), copy(time), copy(time)])
+    await Promise.all([a.sync(), b.sync(), c.sync()])
+    await a.attempts(7, "failure")
+    await b.attempts(7, "failure")
+    await c.attempts(6, "success")
+    // Each copy alone has fewer than min_requests: its own breaker stays closed.
+    await a.sync()
+    await b.sync()
+    expect(a.state()).toBe("closed")
+    await c.sync()
+    expect(c.state()).toBe("open")
+    await Promise.all([a.sync(), b.sync()])
+    for (const x of [a, b, c])
+      expect(await x.acquire()).toMatchObject({ _tag: "Blocked", reason: "breaker_open" })
+  })
+
+  it("one test for the whole fleet after open_for; its failure opens again, its success closes for all", async () => {
+    const time = { now: START }
+    const [a, b, c] = await Promise.all([copy(time), copy(time), copy(time)])
+    await a.attempts(20, "failure")
+    await a.sync()
+    await Promise.all([b.sync(), c.sync()])
+    time.now += SETTINGS.openForMs
+    const test = await b.acquire()
+    expect(test).toMatchObject({ _tag: "Permit", fleet: { probe: true } })
+    // The others' claims find the test taken.
+    expect(await a.acquire()).toMatchObject({ _tag: "Blocked", reason: "breaker_testing" })
+    expect(await c.acquire()).toMatchObject({ _tag: "Blocked", reason: "breaker_testing" })
+    b.service.record(test as Permit, "failure")
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    await Promise.all([a.sync(), c.sync()])
+    for (const x of [a, b, c])
+      expect(await x.acquire()).toMatchObject({ _tag: "Blocked", reason: "breaker_open" })
+    time.now += SETTINGS.openForMs
+    const second = await c.acquire()
+    expect(second).toMatchObject({ _tag: "Permit", fleet: { probe: true } })
+    c.service.record(second as Permit, "success")
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    await Promise.all([a.sync(), b.sync()])
+    for (const x of [a, b, c]) {
+      expect(x.state()).toBe("closed")
+      expect(await x.acquire()).toMatchObject({ _tag: "Permit", fleet: { probe: false } })
+    }
+  })
+
+  it("a neutral test frees the slot for another request; a holder that never answers is replaced after its lease", async () => {
+    const time = { now: START }
+    const [a, b] = await Promise.all([copy(time), copy(time)])
+    await a.attempts(20, "failure")
+    await a.sync()
+    time.now += SETTINGS.openForMs
+    const first = await a.acquire()
+    expect(first).toMatchObject({ fleet: { probe: true } })
+    a.service.record(first as Permit, "neutral")
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    await b.sync()
+    const next = await b.acquire()
+    expect(next).toMatchObject({ fleet: { probe: true } })
+    // b never reports; within the lease nobody else tests, after it a gets the test.
+    time.now += LEASE_MS - 1
+    await a.sync()
+    expect(await a.acquire()).toMatchObject({ _tag: "Blocked", reason: "breaker_testing" })
+    time.now += 1
+    await a.sync()
+    expect(await a.acquire()).toMatchObject({ fleet: { probe: true } })
+    // The late result of b's test belongs to an older generation: it changes nothing.
+    b.service.record(next as Permit, "success")
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    await a.sync()
+    expect(a.state()).toBe("half_open")
+  })
+
+  it("counts made before the fleet's state changed are dropped", async () => {
+    const time = { now: START }
+    const [a, b] = await Promise.all([copy(time), copy(time)])
+    await Promise.all([a.sync(), b.sync()])
+    // a's 19 failures were made under the closed generation b is about to end.
+    const stale: Array<Permit> = []
+    for (let i = 0; i < 19; i++) stale.push((await a.acquire()) as Permit)
+    await b.attempts(20, "failure")
+    await b.sync()
+    time.now += SETTINGS.openForMs
+    const test = await b.acquire()
+    b.service.record(test as Permit, "success")
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    await b.sync()
+    expect(b.state()).toBe("closed")
+    for (const permit of stale) a.service.record(permit, "failure")
+    await a.sync()
+    // 19 failures plus one fresh one would open a breaker that counted them; the window has only the fresh one.
+    await b.attempts(1, "failure")
+    await b.sync()
+    expect(b.state()).toBe("closed")
+    expect(b.service.view()[0]!.attempts).toBe(1)
+  })
+
+  it("a retry-after cooldown told by one copy skips the target on every copy", async () => {
+    const time = { now: START }
+    const [a, b] = await Promise.all([copy(time), copy(time)])
+    a.service.cooldown(P, M, "", time.now + 7_000)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    await b.sync()
+    expect(await b.acquire()).toMatchObject({ _tag: "Blocked", reason: "cooldown", until: START + 7_000 })
+    time.now += 7_000
+    expect(await b.acquire()).toMatchObject({ _tag: "Permit" })
+  })
+
+  it("with two tenants configured, one tenant's failures on every copy do not open it; two tenants' do", async () => {
+    const time = { now: START }
+    const [a, b] = await Promise.all([copy(time, 2), copy(time, 2)])
+    await a.attempts(10, "failure", "noisy")
+    await b.attempts(10, "failure", "noisy")
+    await a.sync()
+    await b.sync()
+    expect(b.state()).toBe("closed")
+    await a.attempts(1, "failure", "other")
+    await a.sync()
+    expect(a.state()).toBe("open")
+  })
+
+  it("while Redis fails, each copy decides with its own breakers (fed all along) and counts the failures", async () => {
+    const time = { now: START }
+    const a = await copy(time)
+    await a.sync()
+    await a.attempts(20, "failure")
+    await redis.stop()
+    try {
+      await a.sync()
+      expect(a.service.storeErrors()).toBeGreaterThan(0)
+      expect(a.events).toEqual([false])
+      // Its own breaker counted the 20 failures: open.
+      expect(await a.acquire()).toMatchObject({ _tag: "Blocked", reason: "breaker_open" })
+    } finally {
+      await redis.restart()
+    }
+    await new Promise((resolve) => setTimeout(resolve, 1_200))
+    await a.sync()
+    expect(a.events).toEqual([false, true])
+    time.now += LOCAL_MS
+    // The fleet's state decides again: Redis restarted empty, so the breaker is closed.
+    expect(await a.acquire()).toMatchObject({ _tag: "Permit", fleet: { probe: false } })
+  })
+})
