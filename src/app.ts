@@ -49,7 +49,6 @@ export const appLayer = (
   const telemetry = overrides.telemetry ?? Metrics.layerTelemetry
   const base = Layer.mergeAll(
     Providers.layer,
-    RetryBudget.layer,
     UsageIndex.withIndex(UsageLog.layer(config.usageFile)),
     Limits.layer.pipe(Layer.provideMerge(store)),
     Reload.layer({ signals: overrides.reloadOnSignal ?? true }),
@@ -58,7 +57,14 @@ export const appLayer = (
     Layer.provideMerge(telemetry),
     Layer.provideMerge(Metrics.layer),
     Layer.provideMerge(
-      Layer.mergeAll(Breakers.layer, OpenRequests.layer, Deadlines.layer, Meter.layer, BodyBuffers.layer),
+      Layer.mergeAll(
+        Breakers.layer,
+        RetryBudget.layer,
+        OpenRequests.layer,
+        Deadlines.layer,
+        Meter.layer,
+        BodyBuffers.layer,
+      ),
     ),
     Layer.provideMerge(KeyStore.layer(config)),
     Layer.provideMerge(LiveConfig.layer),

@@ -6,6 +6,7 @@ import { Breakers, type BreakerView } from "../reliability/Breakers.js"
 import { cache1, cache2, cache3, cache4, CounterCells, type CounterCell } from "./cells.js"
 import { BREAKER_STATE_VALUE, makeInstruments } from "./instruments.js"
 import { Deadlines } from "../reliability/Deadlines.js"
+import { RetryBudget } from "../reliability/RetryBudget.js"
 import { OpenRequests, type OverspendBound } from "./OpenRequests.js"
 import { Tracing, type SpanCounts } from "./Tracing.js"
 import { Telemetry, type AttemptResult, type RequestDone, type TelemetryService } from "./Telemetry.js"
@@ -239,7 +240,7 @@ export const make = (deps: MetricsDeps): MetricsService => {
 export const layer: Layer.Layer<
   Metrics,
   never,
-  LiveConfig | Breakers | OpenRequests | Deadlines | BodyBuffers
+  LiveConfig | Breakers | RetryBudget | OpenRequests | Deadlines | BodyBuffers
 > = Layer.effect(
   Metrics,
   Effect.gen(function* () {
@@ -250,6 +251,7 @@ export const layer: Layer.Layer<
     const clock = yield* Clock.Clock
     const bodyBuffers = yield* BodyBuffers
     const tracing = yield* Tracing
+    const retryBudget = yield* RetryBudget
     return make({
       tenants: () => [...live.get().tenants.keys()],
       breakers: breakers.view,
@@ -258,7 +260,7 @@ export const layer: Layer.Layer<
       relayBuffered: deadlines.bufferedBytes,
       bodyBuffered: bodyBuffers.held,
       traceSpans: tracing.counts,
-      breakerStoreErrors: breakers.storeErrors,
+      breakerStoreErrors: () => breakers.storeErrors() + retryBudget.storeErrors(),
     })
   }),
 )

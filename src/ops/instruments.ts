@@ -150,7 +150,7 @@ export const makeInstruments = (registry: Registry) => {
     }),
     breakerStoreErrors: new Counter({
       name: "tollgate_breaker_store_errors_total",
-      help: "Calls to Redis for the shared breakers (breaker.shared) that failed; after each, this copy decides with its own breakers for 5 s.",
+      help: "Calls to Redis for the shared breakers and retry budget (breaker.shared) that failed; after each, this copy uses its own for 5 s.",
       registers,
     }),
     traceSpans: new Counter({

@@ -1,4 +1,8 @@
 import { Clock, Context, Effect, Layer } from "effect"
+import type { Redis } from "ioredis"
+import { acquireRedis } from "../limits/redisClient.js"
+import { SYNC_MS } from "./sharedBreakers.js"
+import { makeSharedRetryBudget, RETRY_SCRIPTS, type RetryRedis } from "./sharedRetryBudget.js"
 import { LiveConfig } from "../config/LiveConfig.js"
 import { Window } from "./Window.js"
 
@@ -23,14 +27,19 @@ export class RetryBudget extends Context.Service<
     readonly tryConsume: () => boolean
     /** Extra attempts still permitted now. */
     readonly remaining: () => number
+    /** Calls to Redis for the fleet's budget that failed (`breaker.shared`; 0 otherwise). */
+    readonly storeErrors: () => number
   }
 >()("tollgate/reliability/RetryBudget") {}
 
+/** The budget of one process, with `consume` for an extra attempt the fleet's budget permitted. */
+export interface LocalRetryBudget extends Omit<RetryBudget["Service"], "storeErrors"> {
+  /** Counts one extra attempt without asking (the fleet's budget decided). */
+  readonly consume: () => void
+}
+
 /** The budget arithmetic, for a given ratio; `now` in epoch ms. */
-export const makeRetryBudget = (
-  ratio: number | (() => number),
-  now: () => number,
-): RetryBudget["Service"] => {
+export const makeRetryBudget = (ratio: number | (() => number), now: () => number): LocalRetryBudget => {
   const window = new Window(2)
   // A reload may change the ratio (ADR 0052): read it when used.
   const ratioNow = typeof ratio === "function" ? ratio : () => ratio
@@ -46,6 +55,7 @@ export const makeRetryBudget = (
       return true
     },
     remaining: () => Math.max(0, Math.floor(allowed(now()))),
+    consume: () => window.add(now(), EXTRA),
   }
 }
 
@@ -54,9 +64,34 @@ export const layer = Layer.effect(
   Effect.gen(function* () {
     const live = yield* LiveConfig
     const clock = yield* Clock.Clock
-    return makeRetryBudget(
-      () => live.get().retry.budgetRatio,
-      () => clock.currentTimeMillisUnsafe(),
+    const now = () => clock.currentTimeMillisUnsafe()
+    const ratio = () => live.get().retry.budgetRatio
+    const local = makeRetryBudget(ratio, now)
+    const config = live.get()
+    if (!config.breaker.shared || config.store.kind !== "redis") return { ...local, storeErrors: () => 0 }
+    // `breaker.shared` (ADR 0055): the budget counts the fleet's requests and extra attempts, in Redis.
+    const redis = yield* acquireRedis<Redis & RetryRedis>(config.store.url, RETRY_SCRIPTS, {
+      cluster: config.store.cluster,
+    })
+    const run = Effect.runForkWith(yield* Effect.context<never>())
+    const shared = makeSharedRetryBudget({
+      local,
+      redis,
+      ratio,
+      now,
+      onStore: ({ ok, error }) =>
+        run(
+          ok
+            ? Effect.logInfo("retry budget: redis answers again; the fleet's budget decides")
+            : Effect.logWarning(
+                "retry budget: redis unavailable; this copy uses its own budget until it answers",
+              ).pipe(Effect.annotateLogs({ error: error ?? "" })),
+        ),
+    })
+    yield* Effect.promise(shared.sync)
+    yield* Effect.forkScoped(
+      Effect.forever(Effect.andThen(Effect.sleep(SYNC_MS), Effect.promise(shared.sync))),
     )
+    return shared.service
   }),
 )
