@@ -23,15 +23,22 @@
 //   this process, bench/lib/collector.mjs, started when a variant needs it; what it received is printed
 //   at the end). Requests are the variant's own (`requestFor`). Tracing off against on, same build:
 //   node bench/ab.mjs json off=bin/tollgate on=bin/tollgate --variant on=tollgate_traced
-import { mkdirSync, mkdtempSync } from "node:fs"
+//   The Redis variants (tollgate_limits_redis, and tollgate_limits_redis_shared: plus `breaker.shared`)
+//   start one redis-server (BENCH_REDIS_SERVER, or redis-server on PATH) that both servers use; its CPU
+//   is not in the ratio. Shared breakers against not, same build:
+//   node bench/ab.mjs json redis=bin/tollgate shared=bin/tollgate --variant redis=tollgate_limits_redis \
+//     --variant shared=tollgate_limits_redis_shared
+import { existsSync, mkdirSync, mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
 import { startCollector } from "./lib/collector.mjs"
-import { cpuTimeMs, memoryMb, runLoad, shebangNodeArgs, startServer, stopAll } from "./lib/procs.mjs"
+import { cpuTimeMs, memoryMb, runLoad, shebangNodeArgs, startServer, stopAll, which } from "./lib/procs.mjs"
+import { startRedis } from "./lib/redis.mjs"
 import { LABELS } from "./lib/report.mjs"
 import {
+  REDIS_VARIANTS,
   requestFor,
   TRACED_VARIANTS,
   UPSTREAM_KEY,
@@ -62,11 +69,11 @@ const names = specs.map((spec) => spec.slice(0, spec.indexOf("=")))
 /** The setup.mjs variant of each server named by --variant (the others: `tollgate`). */
 const variants = {}
 /**
- * The variants --variant takes: every Tollgate row of the bench but those that need a Redis or a second
- * fake (answering 529), which this script does not start.
+ * The variants --variant takes: every Tollgate row of the bench but the fallback row, which needs a second
+ * fake (answering 529) that this script does not start.
  */
 const VARIANTS = Object.keys(LABELS).filter(
-  (row) => row.startsWith("tollgate") && row !== "tollgate_limits_redis" && row !== "tollgate_fallback",
+  (row) => row.startsWith("tollgate") && row !== "tollgate_fallback",
 )
 for (const option of values.variant) {
   const at = option.indexOf("=")
@@ -92,8 +99,17 @@ const seconds = Number(values.seconds)
 const rounds = Number(values.rounds)
 const dir = mkdtempSync(join(tmpdir(), "tollgate-ab-"))
 let collector
+let redis
 
 try {
+  if (Object.values(variants).some((variant) => REDIS_VARIANTS.includes(variant))) {
+    const bin = process.env.BENCH_REDIS_SERVER || which("redis-server")
+    if (bin === undefined || !existsSync(bin)) {
+      throw new Error(`${bin ?? "redis-server"} not found (install it, or set BENCH_REDIS_SERVER)`)
+    }
+    redis = await startRedis({ bin, dir, logFile: join(dir, "redis.log") })
+    console.log(`redis-server ${redis.url} (${bin})`)
+  }
   if (Object.values(variants).some((variant) => TRACED_VARIANTS[variant] !== undefined)) {
     collector = await startCollector()
     console.log(`otlp collector ${collector.url} (in this process)`)
@@ -133,6 +149,7 @@ try {
       const config = await writeTollgateConfig(own, variant, {
         upstreamUrl: fake.url,
         ...(collector === undefined ? {} : { collectorUrl: `${collector.url}/${name}` }),
+        ...(redis === undefined ? {} : { redisUrl: redis.url }),
       })
       started = await startServer({
         name,

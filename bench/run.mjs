@@ -1,8 +1,10 @@
 // `npm run bench`: Tollgate against the fake upstream directly and against a plain Node proxy, in one run,
-// plus what limits and budgets (memory and Redis store), one fallback and OpenTelemetry tracing cost.
+// plus what limits and budgets (memory and Redis store), breakers shared through Redis (`breaker.shared`),
+// one fallback and OpenTelemetry tracing cost.
 // Starts the fake upstream, the plain proxy and one Tollgate per row (each its own process; a Redis and a
-// second fake answering 529 for the rows that need them; for the tracing rows, one OTLP/HTTP sink in this
-// process, bench/lib/collector.mjs, that both send their spans to), then runs the measurements of every
+// second fake answering 529 for the rows that need them, the one Redis shared by both Redis rows; for the
+// tracing rows, one OTLP/HTTP sink in this process, bench/lib/collector.mjs, that both send their spans
+// to), then runs the measurements of every
 // row, each in a fresh load-generator process, rotating the row order between measurements, then the paired
 // phase (adjacent plain-proxy / Tollgate runs, the headline ratio), then the open-streams phase
 // (BENCH_STREAMS SSE streams held open at once through each server, its RSS sampled). Before the
@@ -12,7 +14,7 @@
 // line (the last line of stdout).
 // Options (env): BENCH_DURATION_S (5), BENCH_WARMUP_S (1), BENCH_PRIME_S (6), BENCH_CONCURRENCY (64), BENCH_RPS (500),
 // BENCH_ROUNDS (1), BENCH_PAIRS (4), BENCH_PAIR_S (3), BENCH_STREAMS (1000), BENCH_API (anthropic | openai), BENCH_UPSTREAM (fake | stub), BENCH_LIMITS (1 | 0),
-// BENCH_REDIS (1 | 0), BENCH_FALLBACK (1 | 0), BENCH_TRACING (1 | 0), BENCH_RESPONSES (1 | 0), BENCH_TRANSLATED (1 | 0), BENCH_PATH_ROUNDS (2),
+// BENCH_REDIS (1 | 0), BENCH_SHARED (1 | 0: the shared-breakers row, with BENCH_REDIS), BENCH_FALLBACK (1 | 0), BENCH_TRACING (1 | 0), BENCH_RESPONSES (1 | 0), BENCH_TRANSLATED (1 | 0), BENCH_PATH_ROUNDS (2),
 // BENCH_TOLLGATE, BENCH_FAKEPROVIDER and BENCH_REDIS_SERVER
 // (binary paths; default bin/tollgate, bin/fakeprovider, redis-server on PATH). See bench/README.md.
 import { existsSync, rmSync } from "node:fs"
@@ -88,6 +90,7 @@ const readOptions = () => ({
   upstream: oneOf("BENCH_UPSTREAM", ["fake", "stub"]),
   limits: flag("BENCH_LIMITS"),
   redis: flag("BENCH_REDIS"),
+  shared: flag("BENCH_SHARED"),
   fallback: flag("BENCH_FALLBACK"),
   tracing: flag("BENCH_TRACING"),
   responses: flag("BENCH_RESPONSES"),
@@ -110,7 +113,8 @@ try {
 const enabled = TARGETS.filter(
   (target) =>
     !(target.startsWith("tollgate_limits") && !options.limits) &&
-    !(target === "tollgate_limits_redis" && !options.redis) &&
+    !(target.startsWith("tollgate_limits_redis") && !options.redis) &&
+    !(target === "tollgate_limits_redis_shared" && !options.shared) &&
     !(target === "tollgate_fallback" && !options.fallback) &&
     !(target.startsWith("tollgate_traced") && !options.tracing),
 )
@@ -125,6 +129,8 @@ const pathGroups =
 const pathRows = pathGroups.flat()
 /** The rows that are the plain proxy on another path (the same process as the main table's plain proxy). */
 const PROXY_ALIASES = new Set(["plain_proxy_responses", "plain_proxy_chat"])
+/** The width of the row names in the progress lines. */
+const labelWidth = Math.max(26, ...[...enabled, ...pathRows].map((target) => LABELS[target].length))
 
 const log = (line) => process.stderr.write(`${line}\n`)
 
@@ -156,6 +162,26 @@ const smokeTest = async (url, target) => {
 
 /** Thrown for a row that cannot run because an optional tool is missing (shown, but the run stays valid). */
 class Unavailable extends Error {}
+
+/** The redis-server of the Redis rows (a promise of it), started by the first of them that starts. */
+let redisServer
+
+/** The one redis-server both Redis rows use (same server, as a fleet's copies would share one). */
+const sharedRedis = (dir) => {
+  redisServer ??= (async () => {
+    const bin = process.env.BENCH_REDIS_SERVER || which("redis-server")
+    if (bin === undefined)
+      throw new Unavailable("redis-server not on PATH (install it, or set BENCH_REDIS_SERVER)")
+    if (!existsSync(bin)) throw new Unavailable(`BENCH_REDIS_SERVER ${bin} not found`)
+    const redis = await startRedis({ bin, dir, logFile: join(dir, "redis.log") })
+    log(`redis-server    ${redis.url}  (${bin})`)
+    return redis
+  })()
+  return redisServer
+}
+
+/** The key of the fleet's retry budget (src/reliability/sharedRetryBudget.ts): only `breaker.shared` writes it. */
+const SHARED_RETRY_KEY = "tollgate:{retry}"
 
 /** The OTLP/HTTP sink of the tracing rows (a promise of it), started by the first row that needs it. */
 let collector
@@ -214,6 +240,11 @@ const startAll = async (dir) => {
       logFile: join(dir, `${target}.log`),
     })
   }
+  const startRedisRow = async (target) => {
+    const redis = await sharedRedis(dir)
+    extras.redis = redis
+    return { ...(await startTollgate(target, { redisUrl: redis.url })), extraPid: redis.pid }
+  }
   const starters = {
     plain_proxy: () =>
       startServer({
@@ -225,19 +256,8 @@ const startAll = async (dir) => {
       }),
     tollgate: () => startTollgate("tollgate", {}),
     tollgate_limits_memory: () => startTollgate("tollgate_limits_memory", {}),
-    tollgate_limits_redis: async () => {
-      const bin = process.env.BENCH_REDIS_SERVER || which("redis-server")
-      if (bin === undefined)
-        throw new Unavailable("redis-server not on PATH (install it, or set BENCH_REDIS_SERVER)")
-      if (!existsSync(bin)) throw new Unavailable(`BENCH_REDIS_SERVER ${bin} not found`)
-      const redis = await startRedis({ bin, dir, logFile: join(dir, "redis.log") })
-      log(`redis-server    ${redis.url}  (${bin})`)
-      extras.redis = redis
-      return {
-        ...(await startTollgate("tollgate_limits_redis", { redisUrl: redis.url })),
-        extraPid: redis.pid,
-      }
-    },
+    tollgate_limits_redis: () => startRedisRow("tollgate_limits_redis"),
+    tollgate_limits_redis_shared: () => startRedisRow("tollgate_limits_redis_shared"),
     tollgate_fallback: async () => {
       const failing = await startFake("fake 529", "status:529")
       log(`fake 529        ${failing.url}`)
@@ -277,9 +297,21 @@ const startAll = async (dir) => {
   for (const target of [...enabled, ...pathRows]) {
     if (servers[target] === undefined) continue
     let problem = await smokeTest(servers[target].url, target)
-    if (problem === undefined && target === "tollgate_limits_redis") {
+    if (problem === undefined && target.startsWith("tollgate_limits_redis")) {
       const size = await redisCommand(extras.redis.port, "DBSIZE").catch((error) => error.message)
       if (!/^:[1-9]/.test(size)) problem = `no keys in Redis after the smoke test (DBSIZE ${size})`
+    }
+    if (problem === undefined && target === "tollgate_limits_redis_shared") {
+      // The copy adds its counts to the fleet's at its next sync (every 0.5 s): wait for up to 3 s.
+      let exists
+      for (let tries = 0; tries < 30 && exists !== ":1"; tries++) {
+        if (tries > 0) await sleep(100)
+        exists = await redisCommand(extras.redis.port, `EXISTS ${SHARED_RETRY_KEY}`).catch(
+          (error) => error.message,
+        )
+      }
+      if (exists !== ":1")
+        problem = `no shared retry budget (${SHARED_RETRY_KEY}) in Redis 3 s after the smoke test (EXISTS ${exists})`
     }
     if (problem !== undefined) {
       skipped[target] = problem.split("\n")[0]
@@ -353,7 +385,7 @@ const measure = async (servers) => {
             ? `p50 ${result.p50Ms?.toFixed(2)} ms  p99 ${result.p99Ms?.toFixed(2)} ms`
             : `${result.rate.toFixed(0)}/s`
         const errors = result.errorCount > 0 ? `  ERRORS ${JSON.stringify(result.errors)}` : ""
-        log(`round ${round + 1}  ${kind.padEnd(7)} ${LABELS[target].padEnd(26)}  ${rate}${errors}`)
+        log(`round ${round + 1}  ${kind.padEnd(7)} ${LABELS[target].padEnd(labelWidth)}  ${rate}${errors}`)
       }
     }
   }
@@ -392,7 +424,7 @@ const measurePairs = async (servers) => {
         runs.push({ pair: index, target, kind, result })
         const errors = result.errorCount > 0 ? `  ERRORS ${JSON.stringify(result.errors)}` : ""
         log(
-          `pair ${index + 1}  ${kind.padEnd(7)} ${LABELS[target].padEnd(26)}  ${result.rate.toFixed(0)}/s${errors}`,
+          `pair ${index + 1}  ${kind.padEnd(7)} ${LABELS[target].padEnd(labelWidth)}  ${result.rate.toFixed(0)}/s${errors}`,
         )
       }
     }
@@ -442,7 +474,7 @@ const measurePaths = async (servers, rssAfterWarmup) => {
           runs.push({ pair: round, target, kind, result })
           const errors = result.errorCount > 0 ? `  ERRORS ${JSON.stringify(result.errors)}` : ""
           log(
-            `path ${round + 1}  ${kind.padEnd(7)} ${LABELS[target].padEnd(26)}  ${result.rate.toFixed(0)}/s${errors}`,
+            `path ${round + 1}  ${kind.padEnd(7)} ${LABELS[target].padEnd(labelWidth)}  ${result.rate.toFixed(0)}/s${errors}`,
           )
         }
       }
@@ -526,7 +558,7 @@ const measureOpenStreams = async (servers) => {
     const errorText = Object.keys(errors).length > 0 ? `  ERRORS ${JSON.stringify(errors)}` : ""
     const rss = (mb) => (typeof mb === "number" ? `${mb.toFixed(0)} MB` : "—")
     log(
-      `open streams    ${LABELS[target].padEnd(26)}  ${result.open}/${result.requested} open in ${result.openMs ?? "—"} ms, ` +
+      `open streams    ${LABELS[target].padEnd(labelWidth)}  ${result.open}/${result.requested} open in ${result.openMs ?? "—"} ms, ` +
         `RSS ${rss(results[target].idleRssMb)} idle → ${rss(results[target].rssAtOpenMb)}, ${rss(results[target].rssAfterHoldMb)} 1 s later${errorText}`,
     )
   }

@@ -9,6 +9,7 @@ export const TARGETS = [
   "tollgate",
   "tollgate_limits_memory",
   "tollgate_limits_redis",
+  "tollgate_limits_redis_shared",
   "tollgate_fallback",
   "tollgate_traced",
   "tollgate_traced_sampled",
@@ -19,6 +20,7 @@ export const LABELS = {
   tollgate: "tollgate",
   tollgate_limits_memory: "tollgate+limits(memory)",
   tollgate_limits_redis: "tollgate+limits(redis)",
+  tollgate_limits_redis_shared: "tollgate+limits(redis)+shared breakers",
   tollgate_fallback: "tollgate fallback (529→ok)",
   tollgate_traced: "tollgate+tracing 1.0",
   tollgate_traced_sampled: "tollgate+tracing 0.1",
@@ -65,10 +67,14 @@ export const holdsStreams = (target) => target !== "direct" && target !== "tollg
 const VARIANTS = [
   "tollgate_limits_memory",
   "tollgate_limits_redis",
+  "tollgate_limits_redis_shared",
   "tollgate_fallback",
   "tollgate_traced",
   "tollgate_traced_sampled",
 ]
+
+/** The rows whose store is the bench's redis-server (its CPU is measured next to theirs). */
+const REDIS_ROWS = ["tollgate_limits_redis", "tollgate_limits_redis_shared"]
 
 const median = (values) => {
   const present = values.filter((v) => typeof v === "number" && Number.isFinite(v)).sort((a, b) => a - b)
@@ -210,6 +216,7 @@ export const summarise = (
         tollgates.filter((t) => VARIANTS.includes(t)),
         (t) => ({ json: ratio(t, "tollgate", "json"), sse: ratio(t, "tollgate", "sse") }),
       ),
+      ...(REDIS_ROWS.every((t) => measured.includes(t)) ? { sharedOverRedis: sharedOverRedis(targets) } : {}),
     },
     latencyVsTollgateMs: byTarget(
       tollgates.filter((t) => VARIANTS.includes(t)),
@@ -232,6 +239,26 @@ export const summarise = (
       : { paths: summarisePaths(pathRuns, { pathRows, skipped, rssAfterWarmup, rounds: pathRounds }) }),
     errorCount,
     valid: errorCount === 0 && Object.keys(skipped).length === 0,
+  }
+}
+
+/**
+ * What `breaker.shared: true` adds to the Redis row, from the two rows of the table (not paired): the
+ * throughput of `tollgate_limits_redis_shared` ÷ `tollgate_limits_redis`'s, and the difference of CPU µs
+ * per response, Tollgate's (`cpuUs…`) and redis-server's (`storeCpuUs…`), row − Redis row.
+ */
+const sharedOverRedis = (targets) => {
+  const row = targets.tollgate_limits_redis_shared
+  const base = targets.tollgate_limits_redis
+  const over = (a, b) => (typeof a === "number" && typeof b === "number" && b > 0 ? a / b : null)
+  const minus = (a, b) => (typeof a === "number" && typeof b === "number" ? a - b : null)
+  return {
+    json: over(row.json.perSecond, base.json.perSecond),
+    sse: over(row.sse.perSecond, base.sse.perSecond),
+    cpuUsPerJson: minus(row.json.serverCpuUsPerResponse, base.json.serverCpuUsPerResponse),
+    cpuUsPerSse: minus(row.sse.serverCpuUsPerResponse, base.sse.serverCpuUsPerResponse),
+    storeCpuUsPerJson: minus(row.json.storeCpuUsPerResponse, base.json.storeCpuUsPerResponse),
+    storeCpuUsPerSse: minus(row.sse.storeCpuUsPerResponse, base.sse.storeCpuUsPerResponse),
   }
 }
 
@@ -427,11 +454,22 @@ export const formatSummary = (summary, options) => {
       `${prefix.padEnd(36)}${LABELS[target]} p50 ${signed(added[target].p50)}  p99 ${signed(added[target].p99)}`,
     )
   })
-  const redis = summary.targets.tollgate_limits_redis
-  if (redis !== undefined && redis.skipped === undefined) {
+  const redisRows = REDIS_ROWS.filter((target) => summary.targets[target]?.json != null)
+  redisRows.forEach((target, i) => {
+    const redis = summary.targets[target]
+    const prefix = i === 0 ? "redis-server CPU per response:" : ""
     out.push(
-      `redis-server CPU µs/JSON ${fmt(redis.json.storeCpuUsPerResponse)}, µs/SSE ${fmt(redis.sse.storeCpuUsPerResponse)}` +
-        " (its own process: not in the CPU columns above)",
+      `${prefix.padEnd(36)}${LABELS[target]} µs/JSON ${fmt(redis.json.storeCpuUsPerResponse)}, ` +
+        `µs/SSE ${fmt(redis.sse.storeCpuUsPerResponse)}` +
+        (i === 0 ? " (its own process: not in the CPU columns above)" : ""),
+    )
+  })
+  const shared = summary.ratios.sharedOverRedis
+  if (shared !== undefined) {
+    out.push(
+      `${"shared breakers ÷ redis row:".padEnd(36)}JSON ${fmt(shared.json, 2)}   SSE ${fmt(shared.sse, 2)}` +
+        `   ΔCPU µs/JSON ${signed(shared.cpuUsPerJson, 0)}, µs/SSE ${signed(shared.cpuUsPerSse, 0)}` +
+        `   (redis-server ${signed(shared.storeCpuUsPerJson, 0)}, ${signed(shared.storeCpuUsPerSse, 0)}; the rows above, not paired)`,
     )
   }
   const overloaded = shown.filter((target) => {

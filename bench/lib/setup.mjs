@@ -7,6 +7,9 @@
 //                            month budget, all far too high to ever refuse (so every request pays for
 //                            admission and settling, none is refused)
 //   tollgate_limits_redis    the same limits and budget on a Redis store
+//   tollgate_limits_redis_shared  tollgate_limits_redis plus `breaker: { shared: true }` (#19): every copy
+//                            shares its breakers and the retry budget through the same Redis (one sync
+//                            script per target every 0.5 s, none per request)
 //   tollgate_fallback        memory store, no limits; plus routes whose first target answers 529 (a second
 //                            fake) and whose second target is the normal fake, with the breaker and the
 //                            retry budget set so that every request falls back once
@@ -59,12 +62,21 @@ const providers = (name, url) =>
   ${name}-openai: { kind: openai, base_url: "${url}", api_key_env: ${UPSTREAM_KEY_ENV} }
 `
 
+/** The variants on the Redis store (the ones that need a `redisUrl`). */
+export const REDIS_VARIANTS = ["tollgate_limits_redis", "tollgate_limits_redis_shared"]
+
+/** The breakers and retry budget of the fleet in Redis (ADR 0055): the shared-breakers variant's addition. */
+const SHARED_BREAKERS = `breaker:
+  shared: true
+`
+
 /** The sample ratio of each tracing variant (the variants that need a collector). */
 export const TRACED_VARIANTS = { tollgate_traced: 1.0, tollgate_traced_sampled: 0.1 }
 
 /**
  * Writes `tollgate-VARIANT.yaml` (and `pricing.yaml`) into `dir`; returns the config path.
- * `variant` is one of the names above; `redisUrl` is for `tollgate_limits_redis`, `failingUrl` (the fake
+ * `variant` is one of the names above; `redisUrl` is for the `tollgate_limits_redis` variants (see
+ * REDIS_VARIANTS), `failingUrl` (the fake
  * that answers 529) for `tollgate_fallback`, `collectorUrl` (the OTLP/HTTP sink's root) for the
  * `tollgate_traced` variants.
  */
@@ -77,6 +89,8 @@ export const writeTollgateConfig = async (
   const sampleRatio = TRACED_VARIANTS[variant]
   if (sampleRatio !== undefined && collectorUrl === undefined)
     throw new Error(`variant ${variant} needs a collectorUrl`)
+  const redis = REDIS_VARIANTS.includes(variant)
+  if (redis && redisUrl === undefined) throw new Error(`variant ${variant} needs a redisUrl`)
   const telemetry =
     sampleRatio === undefined
       ? ""
@@ -84,7 +98,8 @@ export const writeTollgateConfig = async (
   otlp_endpoint: ${collectorUrl}
   sample_ratio: ${sampleRatio.toFixed(1)}
 `
-  const limited = variant === "tollgate_limits_memory" || variant === "tollgate_limits_redis"
+  const limited = variant === "tollgate_limits_memory" || redis
+  const shared = variant === "tollgate_limits_redis_shared"
   const fallback = variant === "tollgate_fallback"
   const translatedRoute =
     variant === "tollgate_translated"
@@ -95,8 +110,7 @@ export const writeTollgateConfig = async (
       - { provider: ${PROVIDERS.anthropic}, model: ${UPSTREAM_MODELS.anthropic} }
 `
       : ""
-  const store =
-    variant === "tollgate_limits_redis" ? `  kind: redis\n  url: ${redisUrl}\n` : "  kind: memory\n"
+  const store = redis ? `  kind: redis\n  url: ${redisUrl}\n` : "  kind: memory\n"
   const fallbackRoutes = fallback
     ? ["anthropic", "openai"]
         .map(
@@ -123,7 +137,7 @@ ${store}usage:
   file: usage-${variant}.jsonl
 pricing:
   file: pricing.yaml
-${fallback ? FALLBACK_RELIABILITY : ""}${telemetry}providers:
+${fallback ? FALLBACK_RELIABILITY : ""}${shared ? SHARED_BREAKERS : ""}${telemetry}providers:
 ${providers("fake", upstreamUrl)}${fallback ? providers("failing", failingUrl) : ""}routes:
   ${ROUTES.anthropic}:
     api: anthropic
