@@ -128,6 +128,10 @@ export const decodeConfig = Effect.fn("Config.decode")(function* (raw: unknown, 
     targets: route.targets,
   }))
   const tenants = mapValues(tenantFiles.decoded, toTenant)
+  if (store.kind === "redis" && store.cluster && !/^\/?0?$/.test(new URL(store.url).pathname))
+    problems.push(
+      "store.url: a Redis Cluster has only database 0: leave the database number out with store.cluster: true",
+    )
   if (breaker.shared && store.kind !== "redis")
     problems.push(
       "breaker.shared: needs store.kind: redis (the copies share their breakers through the limit store's Redis)",

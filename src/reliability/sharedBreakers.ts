@@ -222,7 +222,6 @@ interface Pending {
   readonly counts: Map<number, [number, number]>
   /** Tenants failing at the ratio on their own attempts, and when (ADR 0048). */
   readonly tenants: Map<string, number>
-  cooldownUntil: number
 }
 
 interface Target {
@@ -233,14 +232,15 @@ interface Target {
   readonly keys: readonly [string, string]
   readonly mirror: Mirror
   pending: Pending
+  /** A retry-after cooldown not told to the fleet yet (epoch ms; 0: none). */
+  cooldownUntil: number
+  /** The result of this copy's test, until Redis has it: sent again at each sync (a result of an old generation changes nothing there). */
+  result: { readonly generation: number; readonly outcome: Outcome } | undefined
+  /** New counts, a cooldown or a result wait: the next quick sync includes this target. */
+  dirty: boolean
 }
 
-const emptyPending = (gen: number): Pending => ({
-  gen,
-  counts: new Map(),
-  tenants: new Map(),
-  cooldownUntil: 0,
-})
+const emptyPending = (gen: number): Pending => ({ gen, counts: new Map(), tenants: new Map() })
 
 const hashTag = (provider: string, model: string): string =>
   `tollgate:{brk:${encodeURIComponent(provider)}:${encodeURIComponent(model)}}`
@@ -305,6 +305,9 @@ export const makeSharedBreakers = (options: SharedBreakersOptions) => {
           total: 0,
         },
         pending: emptyPending(-1),
+        cooldownUntil: 0,
+        result: undefined,
+        dirty: false,
       }
       targets.set(key, target)
     }
@@ -325,10 +328,30 @@ export const makeSharedBreakers = (options: SharedBreakersOptions) => {
     options.onStore({ ok: true })
   }
 
-  /** One target's sync: its pending counts in, the fleet's state out. */
+  /** Tells Redis the result of this copy's test of `target` (kept until delivered). */
+  const sendResult = async (target: Target): Promise<void> => {
+    const result = target.result
+    if (result === undefined) return
+    const reply = await redis.tollgateBreakerResult(
+      target.keys[0],
+      target.keys[1],
+      now(),
+      result.generation,
+      result.outcome,
+      settings().openForMs,
+    )
+    if (target.result === result) target.result = undefined
+    readReply(target.mirror, reply)
+  }
+
+  /** One target's sync: a test's result first, then its pending counts in and the fleet's state out. */
   const syncTarget = async (target: Target): Promise<void> => {
+    target.dirty = false
+    await sendResult(target)
     const pending = target.pending
+    const cooldownUntil = target.cooldownUntil
     target.pending = emptyPending(target.mirror.gen)
+    target.cooldownUntil = 0
     const config = settings()
     const args: Array<string | number> = [
       now(),
@@ -339,46 +362,56 @@ export const makeSharedBreakers = (options: SharedBreakersOptions) => {
       BUCKET_MS,
       BUCKETS,
       local.tenantsNeeded(),
-      pending.cooldownUntil,
+      cooldownUntil,
       pending.counts.size,
     ]
     for (const [bucket, [s, f]] of pending.counts) args.push(bucket, s, f)
     for (const [tenant, at] of pending.tenants) args.push(tenant, at)
-    const reply = await redis.tollgateBreakerSync(target.keys[0], target.keys[1], ...args)
-    readReply(target.mirror, reply)
+    try {
+      readReply(target.mirror, await redis.tollgateBreakerSync(target.keys[0], target.keys[1], ...args))
+    } catch (error) {
+      // The cooldown is told again at the next sync; the counts are left to this copy's own breakers.
+      target.cooldownUntil = Math.max(target.cooldownUntil, cooldownUntil)
+      throw error
+    }
   }
 
   let syncing: Promise<void> | undefined
-  let again = false
-  /** Syncs every target (one script each, sent together); a sync asked for meanwhile runs right after. */
-  const sync = (): Promise<void> => {
-    if (syncing !== undefined) {
-      again = true
-      return syncing
-    }
-    syncing = (async () => {
-      do {
-        again = false
-        const results = await Promise.allSettled([...targets.values()].map(syncTarget))
+  /**
+   * Syncs every target of the config (one script each, sent together) — or,
+   * `onlyDirty`, those with something new to tell; one sync at a time.
+   */
+  const syncTargets = (onlyDirty: boolean): Promise<void> => {
+    if (syncing !== undefined) return syncing.then(() => syncTargets(onlyDirty))
+    // A reload may add targets: they are synced from the first tick after it.
+    if (!onlyDirty) for (const t of options.targets()) targetOf(t.provider, t.model, t.region)
+    const chosen = [...targets.values()].filter((target) => !onlyDirty || target.dirty)
+    syncing = Promise.allSettled(chosen.map(syncTarget))
+      .then((results) => {
         const failure = results.find((r) => r.status === "rejected")
         if (failure !== undefined) storeFailed(failure.reason)
-        else storeAnswered()
-      } while (again)
-    })().finally(() => {
-      syncing = undefined
-    })
+        else if (chosen.length > 0) storeAnswered()
+      })
+      .finally(() => {
+        syncing = undefined
+      })
     return syncing
   }
+  /** The periodic sync of every target (and tests'). */
+  const sync = (): Promise<void> => syncTargets(false)
 
+  /** Least time between two quick syncs, ms: a stream of failures costs Redis at most one sync per target per this. */
+  const SOON_MS = 20
   let soon = false
-  /** A failure (or a cooldown) is told to the fleet at once, not at the next tick. */
-  const syncSoon = (): void => {
+  /** A failure, a cooldown or a test's result is told to the fleet at once (within {@link SOON_MS}), not at the next tick. */
+  const syncSoon = (target: Target): void => {
+    target.dirty = true
     if (soon) return
     soon = true
-    setImmediate(() => {
+    setTimeout(() => {
       soon = false
-      void sync()
-    })
+      void syncTargets(true)
+    }, SOON_MS).unref()
   }
 
   /** The fleet's test of `target`, claimed by this request; its tenant's own breaker asked first. */
@@ -428,22 +461,18 @@ export const makeSharedBreakers = (options: SharedBreakersOptions) => {
     const target = targets.get(permit.key)
     if (target === undefined) return
     if (fleet.probe) {
-      redis
-        .tollgateBreakerResult(
-          target.keys[0],
-          target.keys[1],
-          now(),
-          fleet.generation,
-          outcome,
-          settings().openForMs,
-        )
-        .then((reply) => {
-          storeAnswered()
-          readReply(target.mirror, reply)
-        }, storeFailed)
+      // Sent at once and, until Redis has it, again with each sync: a lost result would hold the test
+      // (and the target) for the whole lease.
+      target.result = { generation: fleet.generation, outcome }
+      sendResult(target).then(storeAnswered, (error: unknown) => {
+        storeFailed(error)
+        target.dirty = true
+      })
       return
     }
-    if (outcome === "neutral") return
+    // The result of an attempt permitted before the fleet's state changed changes nothing (the seed's rule);
+    // it must not replace what was counted since.
+    if (outcome === "neutral" || fleet.generation !== target.mirror.gen) return
     let pending = target.pending
     if (pending.gen !== fleet.generation) pending = target.pending = emptyPending(fleet.generation)
     const t = now()
@@ -455,7 +484,7 @@ export const makeSharedBreakers = (options: SharedBreakersOptions) => {
       counts[1]++
       if (local.perTenant() && local.tenantFailing(permit.tenant, target.provider, target.model))
         pending.tenants.set(permit.tenant, t)
-      syncSoon()
+      syncSoon(target)
     }
   }
 
@@ -464,9 +493,9 @@ export const makeSharedBreakers = (options: SharedBreakersOptions) => {
     const target = targetOf(provider, model, region)
     // Capped as the local breaker caps it.
     const until = Math.min(untilMs, now() + MAX_RETRY_AFTER_MS)
-    target.pending.cooldownUntil = Math.max(target.pending.cooldownUntil, until)
+    target.cooldownUntil = Math.max(target.cooldownUntil, until)
     target.mirror.cooldownUntil = Math.max(target.mirror.cooldownUntil, until)
-    syncSoon()
+    syncSoon(target)
   }
 
   const view = (): Array<BreakerView> => {

@@ -96,11 +96,15 @@ export const makeSharedRetryBudget = (options: SharedRetryBudgetOptions) => {
     pendingExtra += extra
   }
 
+  /** This copy's counts on their way to Redis (not in the fleet's sums yet, no longer pending). */
+  let sendingRequests = 0
+  let sendingExtra = 0
+
   /** Whole extra attempts the fleet's formula permits now (the 1e-6 absorbs float error, as locally). */
   const allowed = (): number =>
     RETRY_BUDGET_FLOOR +
-    Math.floor(ratio() * (fleetRequests + pendingRequests) + 1e-6) -
-    (fleetExtra + pendingExtra)
+    Math.floor(ratio() * (fleetRequests + sendingRequests + pendingRequests) + 1e-6) -
+    (fleetExtra + sendingExtra + pendingExtra)
 
   let syncing: Promise<void> | undefined
   let again = false
@@ -117,19 +121,23 @@ export const makeSharedRetryBudget = (options: SharedRetryBudgetOptions) => {
     })
   }
 
+  /** Least time between two quick syncs, ms: a burst of extra attempts costs Redis one sync per this. */
+  const SOON_MS = 20
   let soon = false
-  /** An extra attempt is told to the fleet at once (the next turn), not at the next tick. */
+  /** An extra attempt is told to the fleet at once (within {@link SOON_MS}), not at the next tick. */
   const syncSoon = (): void => {
     if (soon) return
     soon = true
-    setImmediate(() => {
+    setTimeout(() => {
       soon = false
       void sync()
-    })
+    }, SOON_MS).unref()
   }
 
   const syncOnce = (): Promise<void> => {
     const sent = pending
+    sendingRequests = pendingRequests
+    sendingExtra = pendingExtra
     pending = new Map()
     pendingRequests = 0
     pendingExtra = 0
@@ -139,14 +147,19 @@ export const makeSharedRetryBudget = (options: SharedRetryBudgetOptions) => {
       .tollgateRetrySync(RETRY_KEY, ...args)
       .then(
         ([requests, extra]) => {
+          // The fleet's sums now hold what was sent.
           fleetRequests = Number(requests)
           fleetExtra = Number(extra)
+          sendingRequests = 0
+          sendingExtra = 0
           if (failing) {
             failing = false
             options.onStore({ ok: true })
           }
         },
         (error: unknown) => {
+          sendingRequests = 0
+          sendingExtra = 0
           storeErrors++
           localUntil = now() + LOCAL_MS
           // Not delivered: counted again at the next sync (the fleet's sums stay as they were), while in the window.

@@ -294,6 +294,14 @@ describe("defaults", () => {
         ),
         ["store.cluster: must be true or false"],
       )
+      assert.deepStrictEqual(
+        yield* problemsOf(
+          patch(baseConfig(), ["store"], { kind: "redis", url: "redis://r:7000/3", cluster: true }),
+        ),
+        [
+          "store.url: a Redis Cluster has only database 0: leave the database number out with store.cluster: true",
+        ],
+      )
     }),
   )
 

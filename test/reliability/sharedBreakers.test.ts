@@ -230,4 +230,51 @@ describe("shared breakers (three copies, one Redis)", () => {
     // The fleet's state decides again: Redis restarted empty, so the breaker is closed.
     expect(await a.acquire()).toMatchObject({ _tag: "Permit", fleet: { probe: false } })
   })
+
+  it("a test's result that Redis did not take is sent again with the next sync, not left to hold the test for its lease", async () => {
+    const time = { now: START }
+    const [a, b] = await Promise.all([copy(time), copy(time)])
+    await a.attempts(20, "failure")
+    await a.sync()
+    time.now += SETTINGS.openForMs
+    const test = await a.acquire()
+    expect(test).toMatchObject({ fleet: { probe: true } })
+    // Redis stops answering for a while: the result's call times out (500 ms).
+    const admin = new Redis(redis.url)
+    await admin.call("CLIENT", "PAUSE", "1200", "ALL")
+    a.service.record(test as Permit, "success")
+    await new Promise((resolve) => setTimeout(resolve, 1_500))
+    admin.disconnect()
+    expect(a.service.storeErrors()).toBeGreaterThan(0)
+    await a.sync()
+    await b.sync()
+    expect(b.state()).toBe("closed")
+    expect(await b.acquire()).toMatchObject({ _tag: "Permit", fleet: { probe: false } })
+  })
+
+  it("a late result of an attempt permitted before a state change neither counts nor drops what was counted since", async () => {
+    const time = { now: START }
+    const [a, b] = await Promise.all([copy(time), copy(time)])
+    await Promise.all([a.sync(), b.sync()])
+    const stale = (await a.acquire()) as Permit
+    // b opens it, tests it, closes it: three generations later.
+    await b.attempts(20, "failure")
+    await b.sync()
+    time.now += SETTINGS.openForMs
+    const test = await b.acquire()
+    b.service.record(test as Permit, "success")
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    await a.sync()
+    // Counted since: 3 failures and a cooldown; then the stale result arrives.
+    await a.attempts(3, "failure")
+    a.service.cooldown(P, M, "", time.now + 5_000)
+    a.service.record(stale, "failure")
+    await a.sync()
+    await b.sync()
+    expect(b.service.view()[0]).toMatchObject({
+      state: "closed",
+      attempts: 3,
+      cooldownUntil: time.now + 5_000,
+    })
+  })
 })

@@ -88,6 +88,18 @@ describe("the fleet's retry budget", () => {
     expect(b.spend(100)).toBe(5)
   })
 
+  it("extra attempts on their way to Redis still count: none is spent twice while a sync is out", async () => {
+    const time = { now: START }
+    const a = await copy(time)
+    for (let i = 0; i < 100; i++) a.service.recordRequest()
+    await a.sync()
+    expect(a.spend(100)).toBe(20)
+    const sending = a.sync()
+    expect(a.spend(100)).toBe(0)
+    await sending
+    expect(a.spend(100)).toBe(0)
+  })
+
   it("an extra attempt reaches the fleet at once, without waiting for the tick", async () => {
     const time = { now: START }
     const [a, b] = await Promise.all([copy(time), copy(time)])
