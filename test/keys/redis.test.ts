@@ -55,7 +55,12 @@ const runtimeKeysOn = (name: string, start: () => Promise<{ backend: Backend; st
                   targets: [{ provider: "anthropic", model: "claude-sonnet-5-5" }],
                 },
               },
-              tenants: { acme: { keys: [{ id: "ci", sha256: keyHash }], routes: "*" } },
+              // Several tenants: their keys live in different hash slots (on a cluster, different nodes).
+              tenants: {
+                acme: { keys: [{ id: "ci", sha256: keyHash }], routes: "*" },
+                beta: { keys: [], routes: "*" },
+                gamma: { keys: [], routes: "*" },
+              },
             }),
           }),
         )
@@ -85,6 +90,24 @@ const runtimeKeysOn = (name: string, start: () => Promise<{ backend: Backend; st
       for (const copy of copies) {
         expect((await createKey(copy.url, { tenant: "acme", id: "shared" })).status).toBe(409)
       }
+    })
+
+    it("keys of several tenants (several hash slots) made on different copies work on every copy", async () => {
+      const made = await Promise.all(
+        (["acme", "beta", "gamma"] as const).map((tenant, i) =>
+          createKey(copies[i]!.url, { tenant, id: `spread-${tenant}` }),
+        ),
+      )
+      for (const created of made) expect(created.status).toBe(201)
+      await untilOnEvery(performance.now(), async (url) => {
+        for (const created of made) if ((await status(url, created.body.secret)) !== 200) return false
+        return true
+      })
+      for (const copy of copies)
+        for (const tenant of ["beta", "gamma"]) {
+          const listed = (await listKeys(copy.url, tenant)).body.keys.map((k: { id: string }) => k.id)
+          expect(listed).toContain(`spread-${tenant}`)
+        }
     })
 
     it("a key revoked on one copy gets 401 on every copy within 1 s of the DELETE answer", async () => {

@@ -4,7 +4,7 @@
  * syncs run by the test, so every step is deterministic.
  */
 import { Effect } from "effect"
-import { Redis } from "ioredis"
+import { Cluster, Redis } from "ioredis"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import type { BreakerConfig } from "../../src/config/model.js"
 import { makeBreakers, type Blocked, type Outcome, type Permit } from "../../src/reliability/Breakers.js"
@@ -14,7 +14,7 @@ import {
   makeSharedBreakers,
   type BreakerRedis,
 } from "../../src/reliability/sharedBreakers.js"
-import { startRedis, type RedisHandle } from "../support/redis.js"
+import { startRedis, startRedisCluster, type RedisClusterHandle, type RedisHandle } from "../support/redis.js"
 
 const SETTINGS: BreakerConfig = { minRequests: 20, failureRatio: 0.5, openForMs: 30_000, shared: true }
 const LEASE_MS = 65_000
@@ -22,15 +22,19 @@ const P = "anthropic"
 const M = "claude-sonnet-5-5"
 
 let redis: RedisHandle
-const clients: Array<Redis> = []
+/** Set while the cluster's tests run: copies then connect to it. */
+let cluster: RedisClusterHandle | undefined
+const clients: Array<Redis | Cluster> = []
 beforeAll(async () => {
   redis = await startRedis()
 })
 afterEach(async () => {
   // Every test starts from an empty Redis.
-  const client = new Redis(redis.url)
-  await client.flushall()
-  client.disconnect()
+  for (const url of cluster === undefined ? [redis.url] : cluster.nodes.map((node) => node.url)) {
+    const client = new Redis(url)
+    await client.flushall()
+    client.disconnect()
+  }
 })
 afterAll(async () => {
   for (const client of clients) client.disconnect()
@@ -39,13 +43,21 @@ afterAll(async () => {
 
 /** A connected client with the scripts, failing fast like the gateway's (no offline queue, 500 ms per command). */
 const client = async (): Promise<Redis & BreakerRedis> => {
-  const c = new Redis(redis.url, {
-    lazyConnect: true,
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 0,
-    commandTimeout: 500,
-    retryStrategy: () => 100,
-  })
+  const options = { maxRetriesPerRequest: 0, commandTimeout: 500 }
+  const c =
+    cluster === undefined
+      ? new Redis(redis.url, {
+          ...options,
+          lazyConnect: true,
+          enableOfflineQueue: false,
+          retryStrategy: () => 100,
+        })
+      : new Cluster([{ host: "127.0.0.1", port: cluster.nodes[0]!.port }], {
+          lazyConnect: true,
+          enableOfflineQueue: false,
+          enableAutoPipelining: true,
+          redisOptions: options,
+        })
   c.on("error", () => {})
   for (const [name, script] of Object.entries(BREAKER_SCRIPTS)) c.defineCommand(name, script)
   clients.push(c)
@@ -276,5 +288,40 @@ describe("shared breakers (three copies, one Redis)", () => {
       attempts: 3,
       cooldownUntil: time.now + 5_000,
     })
+  })
+})
+
+describe("shared breakers on a Redis Cluster", () => {
+  beforeAll(async () => {
+    cluster = await startRedisCluster()
+  }, 60_000)
+  afterAll(async () => {
+    const started = cluster
+    cluster = undefined
+    await started?.stop()
+  })
+
+  it("the fleet opens a target's breaker and tests it once; targets in other slots are untouched", async () => {
+    const time = { now: START }
+    const [a, b] = await Promise.all([copy(time), copy(time)])
+    await Promise.all([a.sync(), b.sync()])
+    await a.attempts(10, "failure")
+    await b.attempts(10, "failure")
+    await a.sync()
+    await b.sync()
+    await a.sync()
+    expect(a.state()).toBe("open")
+    // Another target (another slot, likely another node) has its own breaker, closed.
+    const other = a.service.acquire(P, "claude-haiku-5", "", "acme")
+    expect(other).toMatchObject({ _tag: "Permit", fleet: { probe: false } })
+    time.now += SETTINGS.openForMs
+    const test = await a.acquire()
+    expect(test).toMatchObject({ fleet: { probe: true } })
+    expect(await b.acquire()).toMatchObject({ _tag: "Blocked", reason: "breaker_testing" })
+    a.service.record(test as Permit, "success")
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    await b.sync()
+    expect(b.state()).toBe("closed")
+    expect(a.service.storeErrors() + b.service.storeErrors()).toBe(0)
   })
 })
