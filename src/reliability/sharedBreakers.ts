@@ -238,6 +238,9 @@ interface Target {
   result: { readonly generation: number; readonly outcome: Outcome } | undefined
   /** New counts, a cooldown or a result wait: the next quick sync includes this target. */
   dirty: boolean
+  /** Calls sent for this target, and the latest whose answer the mirror holds: an older answer is not applied. */
+  sent: number
+  applied: number
 }
 
 const emptyPending = (gen: number): Pending => ({ gen, counts: new Map(), tenants: new Map() })
@@ -246,6 +249,17 @@ const hashTag = (provider: string, model: string): string =>
   `tollgate:{brk:${encodeURIComponent(provider)}:${encodeURIComponent(model)}}`
 
 const STATES: ReadonlySet<string> = new Set(["closed", "open", "half_open"])
+
+/**
+ * Reads the state reply (from `offset`) of call number `call` into the target's
+ * mirror — unless an answer to a later call is there already (answers of one
+ * connection arrive in order, but their continuations need not run in order).
+ */
+const applyReply = (target: Target, call: number, reply: Reply, offset = 0): void => {
+  if (call < target.applied) return
+  target.applied = call
+  readReply(target.mirror, reply, offset)
+}
 
 /** Reads a script's state reply (from `offset`) into `mirror`. */
 const readReply = (mirror: Mirror, reply: Reply, offset = 0): void => {
@@ -308,6 +322,8 @@ export const makeSharedBreakers = (options: SharedBreakersOptions) => {
         cooldownUntil: 0,
         result: undefined,
         dirty: false,
+        sent: 0,
+        applied: 0,
       }
       targets.set(key, target)
     }
@@ -332,6 +348,7 @@ export const makeSharedBreakers = (options: SharedBreakersOptions) => {
   const sendResult = async (target: Target): Promise<void> => {
     const result = target.result
     if (result === undefined) return
+    const call = ++target.sent
     const reply = await redis.tollgateBreakerResult(
       target.keys[0],
       target.keys[1],
@@ -341,7 +358,7 @@ export const makeSharedBreakers = (options: SharedBreakersOptions) => {
       settings().openForMs,
     )
     if (target.result === result) target.result = undefined
-    readReply(target.mirror, reply)
+    applyReply(target, call, reply)
   }
 
   /** One target's sync: a test's result first, then its pending counts in and the fleet's state out. */
@@ -367,8 +384,9 @@ export const makeSharedBreakers = (options: SharedBreakersOptions) => {
     ]
     for (const [bucket, [s, f]] of pending.counts) args.push(bucket, s, f)
     for (const [tenant, at] of pending.tenants) args.push(tenant, at)
+    const call = ++target.sent
     try {
-      readReply(target.mirror, await redis.tollgateBreakerSync(target.keys[0], target.keys[1], ...args))
+      applyReply(target, call, await redis.tollgateBreakerSync(target.keys[0], target.keys[1], ...args))
     } catch (error) {
       // The cooldown is told again at the next sync; the counts are left to this copy's own breakers.
       target.cooldownUntil = Math.max(target.cooldownUntil, cooldownUntil)
@@ -419,13 +437,15 @@ export const makeSharedBreakers = (options: SharedBreakersOptions) => {
     Effect.suspend(() => {
       const own = local.acquire(target.provider, target.model, target.region, tenant, false)
       if (own._tag === "Blocked") return Effect.succeed(own)
+      const call = ++target.sent
       return Effect.tryPromise(() =>
         redis.tollgateBreakerClaim(target.keys[0], now(), options.leaseMs()),
       ).pipe(
         Effect.map((reply): Permit | Blocked => {
           storeAnswered()
-          readReply(target.mirror, reply, 1)
-          if (Number(reply[0]) === 1) return { ...own, fleet: { generation: target.mirror.gen, probe: true } }
+          applyReply(target, call, reply, 1)
+          // The test's generation is the claim's answer's, whatever the mirror holds.
+          if (Number(reply[0]) === 1) return { ...own, fleet: { generation: Number(reply[1]), probe: true } }
           // Another copy holds the test: the tenant's own test slot (if it took one) is given back.
           local.record(own, "neutral")
           return { _tag: "Blocked", until: now() + TESTING_RETRY_MS, reason: "breaker_testing" }
