@@ -1,10 +1,9 @@
-import { Exit, Tracer } from "effect"
 import type { IncomingHttpHeaders } from "node:http"
 import type { TargetConfig } from "../config/model.js"
 import type { Endpoint } from "../domain/endpoint.js"
 import type { UsageRecord } from "../meter/record.js"
 import type { UsageAcc } from "../meter/usage.js"
-import type { RequestTracer } from "../ops/Tracing.js"
+import type { EncodedAttributes, RequestSpan, RequestTracer, SpanEnd } from "../ops/Tracing.js"
 import type { ProviderClient } from "../providers/ProviderClient.js"
 
 /**
@@ -65,13 +64,13 @@ export const callerContext = (headers: IncomingHttpHeaders): CallerContext | und
 }
 
 /** The `traceparent` of `span` (W3C version 00). */
-export const traceparentOf = (span: Tracer.Span): string =>
+export const traceparentOf = (span: RequestSpan): string =>
   `00-${span.traceId}-${span.spanId}-${span.sampled ? "01" : "00"}`
 
 /** Attaches the trace context an attempt carries upstream: its own span's, or the caller's as it came. */
 export const carryContext = (
   headers: Record<string, string>,
-  attempt: Tracer.Span | undefined,
+  attempt: RequestSpan | undefined,
   caller: CallerContext | undefined,
 ): void => {
   if (attempt !== undefined) headers["traceparent"] = traceparentOf(attempt)
@@ -102,19 +101,9 @@ const providerNameOf = (kind: ProviderClient["Service"]["kind"]): string => {
   }
 }
 
-/** The error an ended span carries for its status: its message is the status description; no stack. */
-class SpanError extends Error {
-  constructor(name: string, message: string) {
-    super(message)
-    this.name = name
-    this.stack = `${name}: ${message}`
-  }
-}
-
-const failed = (name: string, message: string): Exit.Exit<never, SpanError> =>
-  Exit.fail(new SpanError(name, message))
-
-const INTERRUPTED = Exit.interrupt()
+const failed = (type: string, message: string): SpanEnd => ({ code: "error", type, message })
+const OK: SpanEnd = { code: "ok" }
+const INTERRUPTED: SpanEnd = { code: "interrupted" }
 
 /** Ends that are not the upstream's failure, when a response was cut short (the logger's rule, src/ops/logger.ts). */
 const NOT_UPSTREAM_CUTS = new Set(["client_disconnected", "client_stalled", "budget_exceeded", "shutdown"])
@@ -125,7 +114,7 @@ const LEFT = new Set(["client_disconnected", "shutdown"])
 
 /** One attempt's span and what the request's end still needs to know about it. */
 interface OpenAttempt {
-  readonly span: Tracer.Span
+  readonly span: RequestSpan
   status: number | undefined
 }
 
@@ -135,7 +124,7 @@ interface OpenAttempt {
  * into the record, and its methods return at once.
  */
 export class RequestTrace {
-  readonly server: Tracer.Span
+  readonly server: RequestSpan
   readonly sampled: boolean
   private attempt: OpenAttempt | undefined = undefined
 
@@ -147,19 +136,23 @@ export class RequestTrace {
     keyId: string,
     caller: CallerContext | undefined,
   ) {
-    const parent =
-      caller === undefined
-        ? undefined
-        : Tracer.externalSpan({ traceId: caller.traceId, spanId: caller.spanId, sampled: caller.sampled })
-    const span = (this.server = tracer.span(`POST ${endpoint}`, "server", parent))
+    const span = (this.server = tracer.span(`POST ${endpoint}`, "server", caller))
     this.sampled = span.sampled
     if (!this.sampled) return
-    span.attribute("http.request.method", "POST")
-    span.attribute("http.route", endpoint)
-    span.attribute("url.path", endpoint)
+    const shared = sharedOf(tracer)
+    span.attributes(
+      once(shared.endpoints, endpoint, () =>
+        tracer.encode({ "http.request.method": "POST", "http.route": endpoint, "url.path": endpoint }),
+      ),
+    )
     span.attribute("tollgate.request_id", requestId)
-    span.attribute("tollgate.tenant", tenant)
-    span.attribute("tollgate.key_id", keyId)
+    span.attributes(
+      once(
+        once(shared.keys, tenant, () => new Map<string, EncodedAttributes>()),
+        keyId,
+        () => tracer.encode({ "tollgate.tenant": tenant, "tollgate.key_id": keyId }),
+      ),
+    )
   }
 
   get traceId(): string {
@@ -195,20 +188,30 @@ export class RequestTrace {
     target: TargetConfig,
     endpoint: Endpoint,
     origin: string,
-  ): Tracer.Span {
+  ): RequestSpan {
     const operation = operationOf(endpoint)
     const span = this.tracer.span(`${operation} ${target.model}`, "client", this.server)
     // Unsampled: the span only lends its id to the upstream's traceparent.
     if (!this.sampled) return span
-    span.attribute("gen_ai.operation.name", operation)
-    span.attribute("gen_ai.provider.name", providerNameOf(client.kind))
-    span.attribute("gen_ai.request.model", target.model)
+    // What every attempt at this target through this endpoint carries, encoded once.
+    const shared = sharedOf(this.tracer)
+    let byEndpoint = shared.targets.get(target)
+    if (byEndpoint === undefined) shared.targets.set(target, (byEndpoint = new Map()))
+    span.attributes(
+      once(byEndpoint, `${endpoint} ${origin}`, () => {
+        const server = addressOf(origin)
+        return this.tracer.encode({
+          "gen_ai.operation.name": operation,
+          "gen_ai.provider.name": providerNameOf(client.kind),
+          "gen_ai.request.model": target.model,
+          "tollgate.provider": target.provider,
+          "tollgate.upstream_endpoint": endpoint,
+          "server.address": server.address,
+          ...(server.port === undefined ? {} : { "server.port": server.port }),
+        })
+      }),
+    )
     span.attribute("tollgate.attempt", attempt)
-    span.attribute("tollgate.provider", target.provider)
-    span.attribute("tollgate.upstream_endpoint", endpoint)
-    const server = addressOf(origin)
-    span.attribute("server.address", server.address)
-    if (server.port !== undefined) span.attribute("server.port", server.port)
     this.attempt = { span, status: undefined }
     return span
   }
@@ -292,7 +295,7 @@ export class RequestTrace {
         // The upstream broke the response after its first byte (a timeout, a reset, a malformed stream).
         span.attribute("error.type", error)
         span.end(now, failed(error, error))
-      } else span.end(now, Exit.void)
+      } else span.end(now, OK)
     }
     const server = this.server
     server.attribute("tollgate.route", record.route)
@@ -302,7 +305,7 @@ export class RequestTrace {
     if (record.provider !== null) server.attribute("tollgate.provider", record.provider)
     if (record.stream) server.attribute("tollgate.stream", true)
     if (record.incomplete) server.attribute("tollgate.incomplete", true)
-    if (error === null) return server.end(now, Exit.void)
+    if (error === null) return server.end(now, OK)
     server.attribute("error.type", error)
     if (LEFT.has(error)) server.end(now, INTERRUPTED)
     else if (
@@ -311,8 +314,38 @@ export class RequestTrace {
       (record.incomplete && !NOT_UPSTREAM_CUTS.has(error))
     )
       server.end(now, failed(error, error))
-    else server.end(now, Exit.void)
+    else server.end(now, OK)
   }
+}
+
+/**
+ * Attributes that many spans share, encoded once per tracer: each endpoint's,
+ * each tenant's key's (the config's and the runtime keys), each target's per
+ * endpoint (by the config's target objects; a reload's new ones replace them).
+ */
+interface SharedAttributes {
+  readonly endpoints: Map<string, EncodedAttributes>
+  readonly keys: Map<string, Map<string, EncodedAttributes>>
+  readonly targets: WeakMap<TargetConfig, Map<string, EncodedAttributes>>
+}
+
+const sharedAttributes = new WeakMap<RequestTracer, SharedAttributes>()
+
+const sharedOf = (tracer: RequestTracer): SharedAttributes => {
+  let shared = sharedAttributes.get(tracer)
+  if (shared === undefined)
+    sharedAttributes.set(tracer, (shared = { endpoints: new Map(), keys: new Map(), targets: new WeakMap() }))
+  return shared
+}
+
+/** `map`'s value for `key`, made by `make` the first time (a map past 4,096 entries starts again). */
+const once = <V>(map: Map<string, V>, key: string, make: () => V): V => {
+  let value = map.get(key)
+  if (value === undefined) {
+    if (map.size >= 4_096) map.clear()
+    map.set(key, (value = make()))
+  }
+  return value
 }
 
 /** `server.address` and `server.port` of each upstream origin, parsed once (there are as many as providers). */
