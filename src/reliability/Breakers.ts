@@ -1,7 +1,6 @@
 import { Clock, Context, Effect, Layer } from "effect"
-import type { Redis } from "ioredis"
-import { acquireRedis } from "../limits/redisClient.js"
-import { BREAKER_SCRIPTS, makeSharedBreakers, SYNC_MS, type BreakerRedis } from "./sharedBreakers.js"
+import { fleetPart } from "./fleet.js"
+import { BREAKER_SCRIPTS, makeSharedBreakers, type BreakerRedis } from "./sharedBreakers.js"
 import { LiveConfig } from "../config/LiveConfig.js"
 import type { BreakerConfig } from "../config/model.js"
 import { MAX_RETRY_AFTER_MS } from "./rules.js"
@@ -379,49 +378,42 @@ export const layer = Layer.effect(
       now,
       () => live.get().tenants.size,
     )
-    const config = live.get()
-    if (!config.breaker.shared || config.store.kind !== "redis") return { ...local, storeErrors: () => 0 }
     // `breaker.shared` (ADR 0055): the fleet's breakers in the limit store's Redis, this copy's as the fallback.
-    const redis = yield* acquireRedis<Redis & BreakerRedis>(config.store.url, BREAKER_SCRIPTS, {
-      cluster: config.store.cluster,
-    })
-    const run = Effect.runForkWith(yield* Effect.context<never>())
-    const shared = makeSharedBreakers({
-      local,
-      redis,
-      settings: () => live.get().breaker,
-      now,
-      leaseMs: () => {
-        let longest = 0
-        for (const route of live.get().routes.values()) longest = Math.max(longest, route.timeouts.totalMs)
-        return longest + 5_000
+    const shared = yield* fleetPart<BreakerRedis, BreakersService>(
+      live.get(),
+      BREAKER_SCRIPTS,
+      {
+        down: "breakers: redis unavailable; this copy decides with its own breakers until it answers",
+        up: "breakers: redis answers again; the fleet's breakers decide",
       },
-      targets: () => {
-        const current = live.get()
-        return [...current.routes.values()].flatMap((route) =>
-          route.targets.map((t) => {
-            const provider = current.providers.get(t.provider)
-            return {
-              provider: t.provider,
-              model: t.model,
-              region: provider?.kind === "vertex" ? provider.region : "",
-            }
-          }),
-        )
-      },
-      onStore: ({ ok, error }) =>
-        run(
-          ok
-            ? Effect.logInfo("breakers: redis answers again; the fleet's breakers decide")
-            : Effect.logWarning(
-                `breakers: redis unavailable; this copy decides with its own breakers until it answers`,
-              ).pipe(Effect.annotateLogs({ error: error ?? "" })),
-        ),
-    })
-    yield* Effect.promise(shared.sync)
-    yield* Effect.forkScoped(
-      Effect.forever(Effect.andThen(Effect.sleep(SYNC_MS), Effect.promise(shared.sync))),
+      (redis, onStore) =>
+        makeSharedBreakers({
+          local,
+          redis,
+          settings: () => live.get().breaker,
+          now,
+          leaseMs: () => {
+            let longest = 0
+            for (const route of live.get().routes.values())
+              longest = Math.max(longest, route.timeouts.totalMs)
+            return longest + 5_000
+          },
+          targets: () => {
+            const current = live.get()
+            return [...current.routes.values()].flatMap((route) =>
+              route.targets.map((t) => {
+                const provider = current.providers.get(t.provider)
+                return {
+                  provider: t.provider,
+                  model: t.model,
+                  region: provider?.kind === "vertex" ? provider.region : "",
+                }
+              }),
+            )
+          },
+          onStore,
+        }),
     )
-    return shared.service
+    return shared ?? { ...local, storeErrors: () => 0 }
   }),
 )

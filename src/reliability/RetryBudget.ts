@@ -1,7 +1,5 @@
 import { Clock, Context, Effect, Layer } from "effect"
-import type { Redis } from "ioredis"
-import { acquireRedis } from "../limits/redisClient.js"
-import { SYNC_MS } from "./sharedBreakers.js"
+import { fleetPart } from "./fleet.js"
 import { makeSharedRetryBudget, RETRY_SCRIPTS, type RetryRedis } from "./sharedRetryBudget.js"
 import { LiveConfig } from "../config/LiveConfig.js"
 import { Window } from "./Window.js"
@@ -67,31 +65,16 @@ export const layer = Layer.effect(
     const now = () => clock.currentTimeMillisUnsafe()
     const ratio = () => live.get().retry.budgetRatio
     const local = makeRetryBudget(ratio, now)
-    const config = live.get()
-    if (!config.breaker.shared || config.store.kind !== "redis") return { ...local, storeErrors: () => 0 }
     // `breaker.shared` (ADR 0055): the budget counts the fleet's requests and extra attempts, in Redis.
-    const redis = yield* acquireRedis<Redis & RetryRedis>(config.store.url, RETRY_SCRIPTS, {
-      cluster: config.store.cluster,
-    })
-    const run = Effect.runForkWith(yield* Effect.context<never>())
-    const shared = makeSharedRetryBudget({
-      local,
-      redis,
-      ratio,
-      now,
-      onStore: ({ ok, error }) =>
-        run(
-          ok
-            ? Effect.logInfo("retry budget: redis answers again; the fleet's budget decides")
-            : Effect.logWarning(
-                "retry budget: redis unavailable; this copy uses its own budget until it answers",
-              ).pipe(Effect.annotateLogs({ error: error ?? "" })),
-        ),
-    })
-    yield* Effect.promise(shared.sync)
-    yield* Effect.forkScoped(
-      Effect.forever(Effect.andThen(Effect.sleep(SYNC_MS), Effect.promise(shared.sync))),
+    const shared = yield* fleetPart<RetryRedis, RetryBudget["Service"]>(
+      live.get(),
+      RETRY_SCRIPTS,
+      {
+        down: "retry budget: redis unavailable; this copy uses its own budget until it answers",
+        up: "retry budget: redis answers again; the fleet's budget decides",
+      },
+      (redis, onStore) => makeSharedRetryBudget({ local, redis, ratio, now, onStore }),
     )
-    return shared.service
+    return shared ?? { ...local, storeErrors: () => 0 }
   }),
 )

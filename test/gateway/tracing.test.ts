@@ -101,21 +101,39 @@ const upstreamTraceparents = (h: Harness, fake: number, traceId: string): Array<
     .recent.map((r) => r.headers["traceparent"])
     .filter((value): value is string => typeof value === "string" && value.includes(traceId))
 
-describe("traces of proxied requests", () => {
-  let c: Collector
-  let h: Harness
-
+/**
+ * A collector and a gateway tracing to it (batches every 50 ms) for the tests
+ * of the enclosing `describe`; `patch` changes the raw config.
+ */
+const tracedSuite = (
+  patch: (raw: Record<string, unknown>, keyHash: string) => Record<string, unknown> = (raw) => raw,
+) => {
+  const suite = { c: undefined as unknown as Collector, h: undefined as unknown as Harness }
   beforeAll(async () => {
-    c = await startCollector()
-    h = await startHarness({
+    suite.c = await startCollector()
+    suite.h = await startHarness({
       fakes: FAKES,
-      config: tracedConfig({ otlp_endpoint: c.url, service_name: "tollgate-ci" }),
+      config: (fakes, keyHash, dir) =>
+        patch(
+          tracedConfig({ otlp_endpoint: suite.c.url, service_name: "tollgate-ci" })(fakes, keyHash, dir),
+          keyHash,
+        ),
       env: { OTEL_BSP_SCHEDULE_DELAY: "50" },
     })
   })
   afterAll(async () => {
-    await h?.close()
-    await c?.close()
+    await suite.h?.close()
+    await suite.c?.close()
+  })
+  return suite
+}
+
+describe("traces of proxied requests", () => {
+  let c: Collector
+  let h: Harness
+  const suite = tracedSuite()
+  beforeAll(() => {
+    ;({ c, h } = suite)
   })
 
   it("a plain success through the SDK: a SERVER span and one CLIENT span with the GenAI attributes", async () => {
@@ -438,21 +456,10 @@ describe("callerContext (W3C traceparent)", () => {
 describe("the retry budget's refusal in a trace", () => {
   let c: Collector
   let h: Harness
-  beforeAll(async () => {
-    c = await startCollector()
-    h = await startHarness({
-      fakes: FAKES,
-      config: (fakes, keyHash, dir) => ({
-        ...tracedConfig({ otlp_endpoint: c.url })(fakes, keyHash, dir),
-        // The budget allows 10 extra attempts a minute plus 0.1 per request; the 529 target never opens.
-        breaker: { min_requests: 1_000_000 },
-      }),
-      env: { OTEL_BSP_SCHEDULE_DELAY: "50" },
-    })
-  })
-  afterAll(async () => {
-    await h?.close()
-    await c?.close()
+  // The budget allows 10 extra attempts a minute plus 0.1 per request; the 529 target never opens.
+  const suite = tracedSuite((raw) => ({ ...raw, breaker: { min_requests: 1_000_000 } }))
+  beforeAll(() => {
+    ;({ c, h } = suite)
   })
 
   it("a fallback the budget does not pay for is an event on the request's span, with one attempt", async () => {
@@ -476,27 +483,19 @@ describe("the retry budget's refusal in a trace", () => {
 describe("a stream the hard budget cuts, in a trace", () => {
   let c: Collector
   let h: Harness
-  beforeAll(async () => {
-    c = await startCollector()
-    h = await startHarness({
-      fakes: FAKES,
-      config: (fakes, keyHash, dir) => ({
-        ...tracedConfig({ otlp_endpoint: c.url })(fakes, keyHash, dir),
-        reservation: { output_tokens: 10 },
-        tenants: {
-          acme: {
-            keys: [{ id: "ci", sha256: keyHash }],
-            routes: "*",
-            budgets: { month: { limit_usd: 0.003, mode: "hard" } },
-          },
-        },
-      }),
-      env: { OTEL_BSP_SCHEDULE_DELAY: "50" },
-    })
-  })
-  afterAll(async () => {
-    await h?.close()
-    await c?.close()
+  const suite = tracedSuite((raw, keyHash) => ({
+    ...raw,
+    reservation: { output_tokens: 10 },
+    tenants: {
+      acme: {
+        keys: [{ id: "ci", sha256: keyHash }],
+        routes: "*",
+        budgets: { month: { limit_usd: 0.003, mode: "hard" } },
+      },
+    },
+  }))
+  beforeAll(() => {
+    ;({ c, h } = suite)
   })
 
   it("the cutoff is an event on the request's span; the attempt did not fail", async () => {
