@@ -31,7 +31,7 @@ import { readEnv } from "../config/checks.js"
 import type { TelemetryConfig } from "../config/model.js"
 import { VERSION } from "../version.js"
 import { randomFillSync } from "node:crypto"
-import { request } from "undici"
+import { Agent, request } from "undici"
 import { jsonString } from "./jsonText.js"
 
 /** Spans are posted at least this often, ms. */
@@ -305,6 +305,7 @@ const makeExporter = (options: {
   readonly suffix: string
   readonly encode: Encode
   readonly timeoutMs: number
+  readonly intervalMs: number
   readonly report: (result: ExportResult, spans: number) => void
 }) => {
   const prefix = Buffer.from(options.prefix)
@@ -312,6 +313,11 @@ const makeExporter = (options: {
   let batch = Buffer.allocUnsafe(BATCH_BYTES)
   let used = 0
   let count = 0
+  let scheduled = false
+  /** After `close`, a span that ends is counted dropped. */
+  let closed = false
+  /** The collector's connections, kept alive across the batch interval (the global agent's 4 s would not). */
+  const agent = new Agent({ connections: maxExportsInFlight, keepAliveTimeout: options.intervalMs + 1_000 })
   const inFlight = new Set<{ readonly controller: AbortController; readonly done: Promise<void> }>()
 
   const post = (): void => {
@@ -339,14 +345,18 @@ const makeExporter = (options: {
         headers: { ...options.headers, "content-type": encoded.contentType },
         body: encoded.body,
         signal: controller.signal,
+        dispatcher: agent,
       })
-        // The answer is read in full inside the timeout: a collector that stalls its body holds a slot no longer.
+        // The answer is read inside the timeout (a collector that stalls its body holds a slot no longer), and
+        // no more of it than 64 KiB.
         .then(async (response) => {
-          await response.body.arrayBuffer()
-          const ok = response.statusCode >= 200 && response.statusCode < 300
-          options.report(ok ? "exported" : "dropped", spans)
+          await response.body.dump({ limit: 64 * 1024, signal: controller.signal })
+          return response.statusCode >= 200 && response.statusCode < 300
         })
-        .catch(() => options.report("dropped", spans))
+        .then(
+          (ok) => options.report(ok ? "exported" : "dropped", spans),
+          () => options.report("dropped", spans),
+        )
         .finally(() => {
           clearTimeout(timer)
           inFlight.delete(entry)
@@ -364,12 +374,22 @@ const makeExporter = (options: {
         batch.copy(grown, 0, 0, used)
         batch = grown
       }
+      if (closed) return options.report("dropped", 1)
       if (count > 0) batch[used++] = 0x2c
       used += batch.write(json, used)
-      if (++count >= maxBatchSize) post()
+      // A full batch is posted on the next turn, not inside the request whose span filled it (encoding a
+      // protobuf batch takes tens of milliseconds).
+      if (++count >= maxBatchSize && !scheduled) {
+        scheduled = true
+        setImmediate(() => {
+          scheduled = false
+          post()
+        })
+      }
     },
     post,
     close: async (): Promise<void> => {
+      closed = true
       post()
       const pending = [...inFlight]
       let timer: ReturnType<typeof setTimeout> | undefined
@@ -380,6 +400,7 @@ const makeExporter = (options: {
       clearTimeout(timer)
       for (const entry of inFlight) entry.controller.abort()
       await Promise.all([...inFlight].map((entry) => entry.done))
+      await agent.close().catch(() => undefined)
     },
   }
 }
@@ -396,10 +417,13 @@ export const layer = (telemetry: TelemetryConfig, options: TracingOptions = {}):
         options.exportIntervalMs ??
         positiveInteger(yield* readEnv("OTEL_BSP_SCHEDULE_DELAY")) ??
         exportIntervalMs
-      const timeoutMs =
+      // Node's timers take at most 2^31 - 1 ms (a longer one fires at once).
+      const timeoutMs = Math.min(
         options.exportTimeoutMs ??
-        positiveInteger(yield* readEnv("OTEL_EXPORTER_OTLP_TIMEOUT")) ??
-        exportTimeoutMs
+          positiveInteger(yield* readEnv("OTEL_EXPORTER_OTLP_TIMEOUT")) ??
+          exportTimeoutMs,
+        2_147_483_647,
+      )
       const headers = otlpHeaders(yield* readEnv("OTEL_EXPORTER_OTLP_HEADERS"))
       const encode = telemetry.otlpProtocol === "http/protobuf" ? yield* protobufEncoder : encodeJson
       const resource = `{"attributes":[${encodeAttributes({
@@ -416,6 +440,7 @@ export const layer = (telemetry: TelemetryConfig, options: TracingOptions = {}):
         suffix: "]}]}]}",
         encode,
         timeoutMs,
+        intervalMs,
         report: (result, spans) => {
           counts[result] += spans
           options.onExport?.(result, spans)

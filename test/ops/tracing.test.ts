@@ -1,4 +1,5 @@
 import { Effect, Layer, Tracer } from "effect"
+import { OtlpSerialization } from "effect/observability"
 import { afterEach, describe, expect, it } from "vitest"
 import type { TelemetryConfig } from "../../src/config/model.js"
 import * as Tracing from "../../src/ops/Tracing.js"
@@ -137,6 +138,74 @@ describe("Tracing", () => {
     // Protobuf keeps strings as their UTF-8 bytes.
     expect(c.received[0]!.body.includes(Buffer.from("probe"))).toBe(true)
     expect(c.received[0]!.body.includes(Buffer.from("tollgate-test"))).toBe(true)
+  })
+
+  it("protobuf is Effect's OTLP encoding of the same spans the JSON export carries", async () => {
+    const made = Effect.gen(function* () {
+      const { tracer } = yield* Tracing.Tracing
+      const parent = { traceId: "a".repeat(32), spanId: "b".repeat(16), sampled: true }
+      const child = tracer!.span("child", "client", parent)
+      child.attribute("n", -7)
+      child.attribute("x", 0.5)
+      child.attribute("flag", true)
+      child.event("happened", tracer!.now(), { why: "test" })
+      child.end(tracer!.now(), { code: "error", type: "t", message: "m" })
+    })
+    const j = await collector()
+    const p = await collector()
+    // The same span ids in both: the clock and the random ids differ, so compare by re-encoding the JSON.
+    await traced(made, Tracing.layer(telemetry(j.url)))
+    await traced(made, Tracing.layer(telemetry(p.url, { otlpProtocol: "http/protobuf" })))
+    const json = JSON.parse(j.received[0]!.body.toString("utf8")) as unknown
+    const encode = await Effect.runPromise(
+      Effect.gen(function* () {
+        return (yield* OtlpSerialization.OtlpSerialization).traces
+      }).pipe(Effect.provide(OtlpSerialization.layerProtobuf)),
+    )
+    const body = encode(json as Parameters<typeof encode>[0])
+    expect(body._tag).toBe("Uint8Array")
+    // Same structure, same length: only the ids and times differ between the two exports.
+    expect(p.received[0]!.body.length).toBe((body as { body: Uint8Array }).body.length)
+    expect(p.received[0]!.body.includes(Buffer.from("happened"))).toBe(true)
+  })
+
+  it("escapes every string it writes: the JSON parses back to the same text", async () => {
+    const c = await collector()
+    const nasty = 'quote " backslash \\ newline \n tab \t control \u0001 lone \ud800 end'
+    const made = Effect.gen(function* () {
+      const { tracer } = yield* Tracing.Tracing
+      const s = tracer!.span(nasty, "server", undefined)
+      s.attribute(nasty, nasty)
+      s.event(nasty, tracer!.now(), { [nasty]: nasty })
+      s.end(tracer!.now(), { code: "error", type: nasty, message: nasty })
+    })
+    await traced(made, Tracing.layer(telemetry(c.url)))
+    const [received] = c.spans()
+    const expected = JSON.parse(JSON.stringify(nasty)) as string
+    expect(received!.name).toBe(expected)
+    expect(received!.attributes[expected]).toBe(expected)
+    expect(received!.events[0]).toEqual({ name: expected, attributes: { [expected]: expected } })
+    expect(received!.status).toEqual({ code: 2, message: expected })
+  })
+
+  it("shutdown waits at most 2 s for a collector that never answers, and counts what it abandons", async () => {
+    const c = await collector("hang")
+    const exports: Array<[Tracing.ExportResult, number]> = []
+    // The default 10 s post timeout: only the shutdown bound can end the wait.
+    const layer = Tracing.layer(telemetry(c.url), {
+      onExport: (result, spans) => exports.push([result, spans]),
+    })
+    const started = performance.now()
+    await traced(
+      Effect.gen(function* () {
+        for (let i = 0; i < 10; i++) yield* probe
+      }),
+      layer,
+    )
+    const took = performance.now() - started
+    expect(took).toBeGreaterThanOrEqual(Tracing.shutdownTimeoutMs - 100)
+    expect(took).toBeLessThan(Tracing.shutdownTimeoutMs + 1_500)
+    expect(exports).toEqual([["dropped", 10]])
   })
 
   it("sample_ratio 0 exports no span", async () => {
