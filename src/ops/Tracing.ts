@@ -246,27 +246,48 @@ const positiveInteger = (text: string | undefined): number | undefined => {
 }
 
 /**
- * `OTEL_EXPORTER_OTLP_HEADERS` as the OpenTelemetry SDKs read it: `name=value`
- * pairs separated by commas, values URL-encoded; a malformed pair is skipped.
- * (A hosted collector's credentials belong in the environment, not in the
- * config file; they are never logged.)
+ * A list as the OpenTelemetry SDKs read `OTEL_EXPORTER_OTLP_HEADERS` and
+ * `OTEL_RESOURCE_ATTRIBUTES`: `key=value` pairs separated by commas, values
+ * URL-encoded; a malformed pair (no key, a bad escape, a line break) is
+ * skipped.
  */
-export const otlpHeaders = (text: string | undefined): Record<string, string> => {
-  const headers: Record<string, string> = {}
-  if (text === undefined) return headers
+const keyValues = (text: string | undefined): Array<readonly [string, string]> => {
+  const pairs: Array<readonly [string, string]> = []
+  if (text === undefined) return pairs
   for (const pair of text.split(",")) {
     const eq = pair.indexOf("=")
     if (eq <= 0) continue
-    const name = pair.slice(0, eq).trim().toLowerCase()
+    const key = pair.slice(0, eq).trim()
     try {
       const value = decodeURIComponent(pair.slice(eq + 1).trim())
-      if (/^[!#$%&'*+.^_`|~0-9a-z-]+$/.test(name) && !/[\r\n]/.test(value)) headers[name] = value
+      if (key !== "" && !/[\r\n]/.test(key + value)) pairs.push([key, value])
     } catch {
       // A malformed escape: the pair is skipped.
     }
   }
+  return pairs
+}
+
+/**
+ * `OTEL_EXPORTER_OTLP_HEADERS`: headers for every post (a hosted collector's
+ * credentials belong in the environment, not in the config file; they are
+ * never logged). Names are lower-cased; one that is not an HTTP token is skipped.
+ */
+export const otlpHeaders = (text: string | undefined): Record<string, string> => {
+  const headers: Record<string, string> = {}
+  for (const [key, value] of keyValues(text)) {
+    const name = key.toLowerCase()
+    if (/^[!#$%&'*+.^_`|~0-9a-z-]+$/.test(name)) headers[name] = value
+  }
   return headers
 }
+
+/**
+ * `OTEL_RESOURCE_ATTRIBUTES` (`deployment.environment=prod,…`): more resource
+ * attributes; `service.name` and `service.version` stay the config's and Tollgate's.
+ */
+export const resourceAttributes = (text: string | undefined): Record<string, string> =>
+  Object.fromEntries(keyValues(text))
 
 /** How a batch's OTLP/JSON bytes are posted: as they are, or as protobuf (Effect's encoder). */
 type Encode = (json: Uint8Array) => { readonly body: Uint8Array; readonly contentType: string }
@@ -427,6 +448,7 @@ export const layer = (telemetry: TelemetryConfig, options: TracingOptions = {}):
       const headers = otlpHeaders(yield* readEnv("OTEL_EXPORTER_OTLP_HEADERS"))
       const encode = telemetry.otlpProtocol === "http/protobuf" ? yield* protobufEncoder : encodeJson
       const resource = `{"attributes":[${encodeAttributes({
+        ...resourceAttributes(yield* readEnv("OTEL_RESOURCE_ATTRIBUTES")),
         "service.name": telemetry.serviceName,
         "service.version": VERSION,
         "telemetry.sdk.name": "tollgate",

@@ -125,6 +125,21 @@ describe("Tracing", () => {
     expect(c.received[0]!.headers["x-team"]).toBe("llm")
   })
 
+  it("adds OTEL_RESOURCE_ATTRIBUTES to the resource; service.name stays the config's", async () => {
+    const c = await collector()
+    const env = {
+      OTEL_RESOURCE_ATTRIBUTES: "deployment.environment=prod,team=llm%20gateway,service.name=other,bad",
+    }
+    await Effect.runPromise(withEnv(env)(Effect.provide(probe, Tracing.layer(telemetry(c.url)))))
+    const resource = readTraces(c.received[0]!.body).resources[0]!
+    expect(resource).toMatchObject({
+      "deployment.environment": "prod",
+      team: "llm gateway",
+      "service.name": "tollgate-test",
+      "service.version": VERSION,
+    })
+  })
+
   it("reads OTEL_EXPORTER_OTLP_HEADERS as the OpenTelemetry SDKs do", () => {
     expect(Tracing.otlpHeaders("A=1, b = x%2Cy ,bad,=v,c=%E0%A4%A,d=ok\r\nx")).toEqual({ a: "1", b: "x,y" })
     expect(Tracing.otlpHeaders(undefined)).toEqual({})
