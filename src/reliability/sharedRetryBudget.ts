@@ -14,6 +14,7 @@
 import type { ScriptCommand } from "../limits/redisClient.js"
 import { RETRY_BUDGET_FLOOR, type LocalRetryBudget, type RetryBudget } from "./RetryBudget.js"
 import { LOCAL_MS } from "./sharedBreakers.js"
+import { WINDOW_LUA } from "./lua/window.js"
 import { BUCKETS, BUCKET_MS } from "./Window.js"
 
 /** The fleet's budget: one hash (one slot). */
@@ -27,30 +28,13 @@ const KEY_PX = 10 * 60 * 1000
  * Adds them, forgets buckets that left the window, and answers with the
  * fleet's sums over the window: { requests, extra }.
  */
-export const RETRY_SYNC_LUA = `
+export const RETRY_SYNC_LUA = `${WINDOW_LUA}
 local now = tonumber(ARGV[1])
 local bucketMs = tonumber(ARGV[2])
 local buckets = tonumber(ARGV[3])
 local current = math.floor(now / bucketMs)
-local i = 5
-for _ = 1, tonumber(ARGV[4]) do
-  local bucket = tonumber(ARGV[i])
-  if bucket > current - buckets and bucket <= current then
-    local r, x = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
-    if r > 0 then redis.call("HINCRBY", KEYS[1], "r:" .. bucket, r) end
-    if x > 0 then redis.call("HINCRBY", KEYS[1], "x:" .. bucket, x) end
-  end
-  i = i + 3
-end
-for bucket = current - buckets - 5, current - buckets do
-  redis.call("HDEL", KEYS[1], "r:" .. bucket, "x:" .. bucket)
-end
-local requests, extra = 0, 0
-for bucket = current - buckets + 1, current do
-  local v = redis.call("HMGET", KEYS[1], "r:" .. bucket, "x:" .. bucket)
-  requests = requests + tonumber(v[1] or "0")
-  extra = extra + tonumber(v[2] or "0")
-end
+windowAdd(KEYS[1], "r", "x", current, buckets, 5, tonumber(ARGV[4]))
+local requests, extra = windowSum(KEYS[1], "r", "x", current, buckets)
 redis.call("PEXPIRE", KEYS[1], ${KEY_PX})
 return { requests, extra }
 `

@@ -4,6 +4,7 @@
  * Time is the caller's `now`; the keys' expiry is only garbage collection.
  */
 import type { ScriptCommand } from "../../limits/redisClient.js"
+import { WINDOW_LUA } from "./window.js"
 
 /** Redis keys of a target live this long after their last write (the state is decided by `now`). */
 const KEY_PX = 60 * 60 * 1000
@@ -41,7 +42,7 @@ redis.call("DEL", KEYS[2])
  * still in that generation, opens it when the window meets the rule, and
  * answers with the state.
  */
-export const SYNC_LUA = `${READ_STATE}
+export const SYNC_LUA = `${WINDOW_LUA}${READ_STATE}
 local now = tonumber(ARGV[1])
 local seen = tonumber(ARGV[2])
 local minRequests = tonumber(ARGV[3])
@@ -58,31 +59,17 @@ if cooldown > cooldownUntil then
 end
 local current = math.floor(now / bucketMs)
 if state == "closed" then
-  local i = 11
   local fresh = seen == gen or seen < 0
-  for _ = 1, counts do
-    local bucket = tonumber(ARGV[i])
-    if fresh and bucket > current - buckets and bucket <= current then
-      local s, f = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
-      if s > 0 then redis.call("HINCRBY", KEYS[1], "s:" .. bucket, s) end
-      if f > 0 then redis.call("HINCRBY", KEYS[1], "f:" .. bucket, f) end
-    end
-    i = i + 3
-  end
+  local i = 11 + 3 * counts
+  if fresh then windowAdd(KEYS[1], "s", "f", current, buckets, 11, counts) end
   while fresh and i < #ARGV do
     local at = tonumber(ARGV[i + 1])
     if at > tonumber(redis.call("HGET", KEYS[2], ARGV[i]) or "0") then redis.call("HSET", KEYS[2], ARGV[i], at) end
     i = i + 2
   end
-  for bucket = current - buckets - 5, current - buckets do
-    redis.call("HDEL", KEYS[1], "s:" .. bucket, "f:" .. bucket)
-  end
-  for bucket = current - buckets + 1, current do
-    local v = redis.call("HMGET", KEYS[1], "s:" .. bucket, "f:" .. bucket)
-    local f = tonumber(v[2] or "0")
-    failures = failures + f
-    total = total + tonumber(v[1] or "0") + f
-  end
+  local successes
+  successes, failures = windowSum(KEYS[1], "s", "f", current, buckets)
+  total = successes + failures
   if total >= minRequests and total > 0 and failures / total >= ratio then
     local enough = true
     if tenantsNeeded > 0 then
