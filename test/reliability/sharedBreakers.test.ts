@@ -4,9 +4,10 @@
  * syncs run by the test, so every step is deterministic.
  */
 import { Effect } from "effect"
-import { Cluster, Redis } from "ioredis"
+import { Redis } from "ioredis"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import type { BreakerConfig } from "../../src/config/model.js"
+import { eventually } from "../support/harness.js"
 import { makeBreakers, type Blocked, type Outcome, type Permit } from "../../src/reliability/Breakers.js"
 import {
   BREAKER_SCRIPTS,
@@ -14,7 +15,14 @@ import {
   makeSharedBreakers,
   type BreakerRedis,
 } from "../../src/reliability/sharedBreakers.js"
-import { startRedis, startRedisCluster, type RedisClusterHandle, type RedisHandle } from "../support/redis.js"
+import {
+  scriptClient,
+  startRedis,
+  startRedisCluster,
+  whileStopped,
+  type RedisClusterHandle,
+  type RedisHandle,
+} from "../support/redis.js"
 
 const SETTINGS: BreakerConfig = { minRequests: 20, failureRatio: 0.5, openForMs: 30_000, shared: true }
 const LEASE_MS = 65_000
@@ -24,7 +32,7 @@ const M = "claude-sonnet-5-5"
 let redis: RedisHandle
 /** Set while the cluster's tests run: copies then connect to it. */
 let cluster: RedisClusterHandle | undefined
-const clients: Array<Redis | Cluster> = []
+const closers: Array<() => Promise<void>> = []
 beforeAll(async () => {
   redis = await startRedis()
 })
@@ -37,32 +45,19 @@ afterEach(async () => {
   }
 })
 afterAll(async () => {
-  for (const client of clients) client.disconnect()
+  await Promise.all(closers.splice(0).map((close) => close()))
   await redis?.stop()
 })
 
-/** A connected client with the scripts, failing fast like the gateway's (no offline queue, 500 ms per command). */
+/** The gateway's own client, with the scripts: to the cluster while its tests run, else to the Redis. */
 const client = async (): Promise<Redis & BreakerRedis> => {
-  const options = { maxRetriesPerRequest: 0, commandTimeout: 500 }
-  const c =
-    cluster === undefined
-      ? new Redis(redis.url, {
-          ...options,
-          lazyConnect: true,
-          enableOfflineQueue: false,
-          retryStrategy: () => 100,
-        })
-      : new Cluster([{ host: "127.0.0.1", port: cluster.nodes[0]!.port }], {
-          lazyConnect: true,
-          enableOfflineQueue: false,
-          enableAutoPipelining: true,
-          redisOptions: options,
-        })
-  c.on("error", () => {})
-  for (const [name, script] of Object.entries(BREAKER_SCRIPTS)) c.defineCommand(name, script)
-  clients.push(c)
-  await c.connect()
-  return c as Redis & BreakerRedis
+  const made = await scriptClient<BreakerRedis>(
+    cluster === undefined ? redis.url : cluster.url,
+    BREAKER_SCRIPTS,
+    { cluster: cluster !== undefined },
+  )
+  closers.push(made.close)
+  return made.client
 }
 
 /** One copy: its own local breakers and Redis connection, the shared clock `time`. */
@@ -92,7 +87,22 @@ const copy = async (time: { now: number }, tenants = 1) => {
     }
   }
   const state = () => service.view().find((v) => v.tenant === null)?.state
-  return { service, sync, acquire, attempts, state, events }
+  /** Opens the fleet's breaker with 20 failures, lets `open_for` pass, and claims its test (which it must get). */
+  const openAndClaim = async (): Promise<Permit> => {
+    await attempts(20, "failure")
+    await sync()
+    time.now += SETTINGS.openForMs
+    const test = await acquire()
+    expect(test).toMatchObject({ _tag: "Permit", fleet: { probe: true } })
+    return test as Permit
+  }
+  /** Reports an attempt's result (it must have been permitted), and gives a test's call to Redis a moment. */
+  const report = async (permit: Permit | Blocked, outcome: Outcome) => {
+    expect(permit._tag).toBe("Permit")
+    service.record(permit as Permit, outcome)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+  return { service, sync, acquire, attempts, state, events, openAndClaim, report }
 }
 
 const START = Date.parse("2026-12-03T10:00:00.000Z")
@@ -128,16 +138,14 @@ describe("shared breakers (three copies, one Redis)", () => {
     // The others' claims find the test taken.
     expect(await a.acquire()).toMatchObject({ _tag: "Blocked", reason: "breaker_testing" })
     expect(await c.acquire()).toMatchObject({ _tag: "Blocked", reason: "breaker_testing" })
-    b.service.record(test as Permit, "failure")
-    await new Promise((resolve) => setTimeout(resolve, 50))
+    await b.report(test, "failure")
     await Promise.all([a.sync(), c.sync()])
     for (const x of [a, b, c])
       expect(await x.acquire()).toMatchObject({ _tag: "Blocked", reason: "breaker_open" })
     time.now += SETTINGS.openForMs
     const second = await c.acquire()
     expect(second).toMatchObject({ _tag: "Permit", fleet: { probe: true } })
-    c.service.record(second as Permit, "success")
-    await new Promise((resolve) => setTimeout(resolve, 50))
+    await c.report(second, "success")
     await Promise.all([a.sync(), b.sync()])
     for (const x of [a, b, c]) {
       expect(x.state()).toBe("closed")
@@ -148,13 +156,8 @@ describe("shared breakers (three copies, one Redis)", () => {
   it("a neutral test frees the slot for another request; a holder that never answers is replaced after its lease", async () => {
     const time = { now: START }
     const [a, b] = await Promise.all([copy(time), copy(time)])
-    await a.attempts(20, "failure")
-    await a.sync()
-    time.now += SETTINGS.openForMs
-    const first = await a.acquire()
-    expect(first).toMatchObject({ fleet: { probe: true } })
-    a.service.record(first as Permit, "neutral")
-    await new Promise((resolve) => setTimeout(resolve, 50))
+    const first = await a.openAndClaim()
+    await a.report(first, "neutral")
     await b.sync()
     const next = await b.acquire()
     expect(next).toMatchObject({ fleet: { probe: true } })
@@ -166,8 +169,7 @@ describe("shared breakers (three copies, one Redis)", () => {
     await a.sync()
     expect(await a.acquire()).toMatchObject({ fleet: { probe: true } })
     // The late result of b's test belongs to an older generation: it changes nothing.
-    b.service.record(next as Permit, "success")
-    await new Promise((resolve) => setTimeout(resolve, 50))
+    await b.report(next, "success")
     await a.sync()
     expect(a.state()).toBe("half_open")
   })
@@ -179,12 +181,8 @@ describe("shared breakers (three copies, one Redis)", () => {
     // a's 19 failures were made under the closed generation b is about to end.
     const stale: Array<Permit> = []
     for (let i = 0; i < 19; i++) stale.push((await a.acquire()) as Permit)
-    await b.attempts(20, "failure")
-    await b.sync()
-    time.now += SETTINGS.openForMs
-    const test = await b.acquire()
-    b.service.record(test as Permit, "success")
-    await new Promise((resolve) => setTimeout(resolve, 50))
+    const test = await b.openAndClaim()
+    await b.report(test, "success")
     await b.sync()
     expect(b.state()).toBe("closed")
     for (const permit of stale) a.service.record(permit, "failure")
@@ -225,18 +223,18 @@ describe("shared breakers (three copies, one Redis)", () => {
     const a = await copy(time)
     await a.sync()
     await a.attempts(20, "failure")
-    await redis.stop()
-    try {
+    await whileStopped(redis, async () => {
       await a.sync()
       expect(a.service.storeErrors()).toBeGreaterThan(0)
       expect(a.events).toEqual([false])
       // Its own breaker counted the 20 failures: open.
       expect(await a.acquire()).toMatchObject({ _tag: "Blocked", reason: "breaker_open" })
-    } finally {
-      await redis.restart()
-    }
-    await new Promise((resolve) => setTimeout(resolve, 1_200))
-    await a.sync()
+    })
+    // Until the client has reconnected (it retries every second at most).
+    await eventually(async () => {
+      await a.sync()
+      return a.events.at(-1) === true
+    })
     expect(a.events).toEqual([false, true])
     time.now += LOCAL_MS
     // The fleet's state decides again: Redis restarted empty, so the breaker is closed.
@@ -246,11 +244,7 @@ describe("shared breakers (three copies, one Redis)", () => {
   it("a test's result that Redis did not take is sent again with the next sync, not left to hold the test for its lease", async () => {
     const time = { now: START }
     const [a, b] = await Promise.all([copy(time), copy(time)])
-    await a.attempts(20, "failure")
-    await a.sync()
-    time.now += SETTINGS.openForMs
-    const test = await a.acquire()
-    expect(test).toMatchObject({ fleet: { probe: true } })
+    const test = await a.openAndClaim()
     // Redis stops answering for a while: the result's call times out (500 ms).
     const admin = new Redis(redis.url)
     await admin.call("CLIENT", "PAUSE", "1200", "ALL")
@@ -270,12 +264,8 @@ describe("shared breakers (three copies, one Redis)", () => {
     await Promise.all([a.sync(), b.sync()])
     const stale = (await a.acquire()) as Permit
     // b opens it, tests it, closes it: three generations later.
-    await b.attempts(20, "failure")
-    await b.sync()
-    time.now += SETTINGS.openForMs
-    const test = await b.acquire()
-    b.service.record(test as Permit, "success")
-    await new Promise((resolve) => setTimeout(resolve, 50))
+    const test = await b.openAndClaim()
+    await b.report(test, "success")
     await a.sync()
     // Counted since: 3 failures and a cooldown; then the stale result arrives.
     await a.attempts(3, "failure")
@@ -318,8 +308,7 @@ describe("shared breakers on a Redis Cluster", () => {
     const test = await a.acquire()
     expect(test).toMatchObject({ fleet: { probe: true } })
     expect(await b.acquire()).toMatchObject({ _tag: "Blocked", reason: "breaker_testing" })
-    a.service.record(test as Permit, "success")
-    await new Promise((resolve) => setTimeout(resolve, 50))
+    await a.report(test, "success")
     await b.sync()
     expect(b.state()).toBe("closed")
     expect(a.service.storeErrors() + b.service.storeErrors()).toBe(0)

@@ -12,10 +12,11 @@ import {
   RETRY_SCRIPTS,
   type RetryRedis,
 } from "../../src/reliability/sharedRetryBudget.js"
-import { startRedis, type RedisHandle } from "../support/redis.js"
+import { eventually } from "../support/harness.js"
+import { scriptClient, startRedis, whileStopped, type RedisHandle } from "../support/redis.js"
 
 let redis: RedisHandle
-const clients: Array<Redis> = []
+const closers: Array<() => Promise<void>> = []
 beforeAll(async () => {
   redis = await startRedis()
 })
@@ -25,29 +26,20 @@ afterEach(async () => {
   client.disconnect()
 })
 afterAll(async () => {
-  for (const client of clients) client.disconnect()
+  await Promise.all(closers.splice(0).map((close) => close()))
   await redis?.stop()
 })
 
 const START = Date.parse("2026-12-03T10:00:00.000Z")
 
 const copy = async (time: { now: number }) => {
-  const c = new Redis(redis.url, {
-    lazyConnect: true,
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 0,
-    commandTimeout: 500,
-    retryStrategy: () => 100,
-  })
-  c.on("error", () => {})
-  for (const [name, script] of Object.entries(RETRY_SCRIPTS)) c.defineCommand(name, script)
-  clients.push(c)
-  await c.connect()
+  const { client, close } = await scriptClient<RetryRedis>(redis.url, RETRY_SCRIPTS)
+  closers.push(close)
   const now = () => time.now
   const events: Array<boolean> = []
   const shared = makeSharedRetryBudget({
     local: makeRetryBudget(0.1, now),
-    redis: c as Redis & RetryRedis,
+    redis: client,
     ratio: () => 0.1,
     now,
     onStore: ({ ok }) => events.push(ok),
@@ -114,17 +106,17 @@ describe("the fleet's retry budget", () => {
     const time = { now: START }
     const [a, b] = await Promise.all([copy(time), copy(time)])
     await Promise.all([a.sync(), b.sync()])
-    await redis.stop()
-    try {
+    await whileStopped(redis, async () => {
       await a.sync()
       expect(a.events).toEqual([false])
       // Its own budget: the floor of 10.
       expect(a.spend(100)).toBe(10)
-    } finally {
-      await redis.restart()
-    }
-    await new Promise((resolve) => setTimeout(resolve, 500))
-    await a.sync()
+    })
+    // Until the client has reconnected (it retries every second at most).
+    await eventually(async () => {
+      await a.sync()
+      return a.events.at(-1) === true
+    })
     expect(a.events).toEqual([false, true])
     time.now += LOCAL_MS
     await b.sync()

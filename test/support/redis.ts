@@ -3,11 +3,14 @@
  * persistence. It runs under a small `sh` guard that kills it when its stdin
  * closes, so it dies with the test process even when that process is killed.
  */
+import { Effect, Exit, Scope } from "effect"
+import type { Redis } from "ioredis"
 import { spawn, type ChildProcess } from "node:child_process"
 import { mkdtempSync } from "node:fs"
 import { createConnection, createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { acquireRedis, type RedisClientOptions, type ScriptCommand } from "../../src/limits/redisClient.js"
 
 export interface RedisHandle {
   /** `redis://127.0.0.1:PORT/0`. */
@@ -177,4 +180,28 @@ export const startRedisCluster = async (count = 3): Promise<RedisClusterHandle> 
     throw error
   }
   return { url: `redis://127.0.0.1:${nodes[0]!.port}`, nodes, stop }
+}
+
+/**
+ * A client as the gateway makes one (src/limits/redisClient.ts: fail fast, reconnect within 1 s; a cluster
+ * client with `cluster`), with `scripts` defined; `close` quits it.
+ */
+export const scriptClient = async <C>(
+  url: string,
+  scripts: Readonly<Record<string, ScriptCommand>>,
+  options: RedisClientOptions = {},
+): Promise<{ readonly client: Redis & C; readonly close: () => Promise<void> }> => {
+  const scope = Effect.runSync(Scope.make())
+  const client = await Effect.runPromise(Scope.provide(acquireRedis<Redis & C>(url, scripts, options), scope))
+  return { client, close: () => Effect.runPromise(Scope.close(scope, Exit.void)) }
+}
+
+/** Runs `during` while `redis` is stopped, and starts it again (empty) whatever happens. */
+export const whileStopped = async <A>(redis: RedisHandle, during: () => Promise<A>): Promise<A> => {
+  await redis.stop()
+  try {
+    return await during()
+  } finally {
+    await redis.restart()
+  }
 }
