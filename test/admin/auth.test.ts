@@ -1,7 +1,6 @@
-import { join } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
-import { startHarness, UPSTREAM_KEY_ENV, type Harness } from "../support/harness.js"
-import { ADMIN_ENV, ADMIN_TOKEN, adminGet } from "./fixtures.js"
+import { startHarness, type Harness } from "../support/harness.js"
+import { ADMIN_ENV, ADMIN_TOKEN, adminConfig, adminGet } from "./fixtures.js"
 
 /** The admin token: off when its env var is unset or empty, 401 without the right bearer token. */
 
@@ -15,16 +14,7 @@ afterEach(async () => {
 const start = async (env: Record<string, string>) => {
   h = await startHarness({
     env,
-    config: (urls, keyHash, dir) => ({
-      server: { listen: "127.0.0.1:0" },
-      admin: { token_env: ADMIN_ENV },
-      usage: { file: join(dir, "usage.jsonl") },
-      providers: { anthropic: { kind: "anthropic", base_url: urls[0], api_key_env: UPSTREAM_KEY_ENV } },
-      routes: {
-        claude: { api: "anthropic", targets: [{ provider: "anthropic", model: "claude-sonnet-5-5" }] },
-      },
-      tenants: { acme: { keys: [{ id: "ci", sha256: keyHash }], routes: "*" } },
-    }),
+    config: adminConfig(),
   })
   return h
 }

@@ -1,4 +1,6 @@
 import { writeFileSync } from "node:fs"
+import { join } from "node:path"
+import { UPSTREAM_KEY_ENV } from "../support/harness.js"
 import type { UsageTotals } from "../../src/admin/query.js"
 import { encodeRecord, type UsageRecord } from "../../src/meter/record.js"
 
@@ -6,6 +8,26 @@ import { encodeRecord, type UsageRecord } from "../../src/meter/record.js"
 
 export const ADMIN_TOKEN = "admin-secret-for-tests"
 export const ADMIN_ENV = "TG_TEST_ADMIN_TOKEN"
+
+/** Tenant `acme` with the harness's key (id `ci`), every route. */
+const acmeOnly = (keyHash: string) => ({ acme: { keys: [{ id: "ci", sha256: keyHash }], routes: "*" } })
+
+/**
+ * A harness config with the admin API on (its token in {@link ADMIN_ENV}), route `claude` on fake 0, and
+ * `tenants` (given the harness key's hash; default: `acme` alone).
+ */
+export const adminConfig =
+  (tenants: (keyHash: string) => Record<string, unknown> = acmeOnly) =>
+  (urls: ReadonlyArray<string>, keyHash: string, dir: string) => ({
+    server: { listen: "127.0.0.1:0" },
+    admin: { token_env: ADMIN_ENV },
+    usage: { file: join(dir, "usage.jsonl") },
+    providers: { anthropic: { kind: "anthropic", base_url: urls[0], api_key_env: UPSTREAM_KEY_ENV } },
+    routes: {
+      claude: { api: "anthropic", targets: [{ provider: "anthropic", model: "claude-sonnet-5-5" }] },
+    },
+    tenants: tenants(keyHash),
+  })
 
 /** A usage record with the fields that the index reads set from `fields`, the rest plausible. */
 export const usageRecord = (fields: Partial<UsageRecord> & { readonly ts: string }): UsageRecord => ({

@@ -1,26 +1,16 @@
 import { readFileSync, statSync } from "node:fs"
-import { join } from "node:path"
 import { describe, expect, it } from "vitest"
 import { hashKey, keyPattern } from "../../src/keys/keys.js"
 import { admin, createKey, listKeys, measureUntil, revokeKey, sdkStatus, status } from "../keys/helpers.js"
-import { harnessForSuite, startHarness, UPSTREAM_KEY_ENV } from "../support/harness.js"
-import { ADMIN_ENV, ADMIN_TOKEN } from "./fixtures.js"
+import { harnessForSuite, startHarness } from "../support/harness.js"
+import { ADMIN_ENV, ADMIN_TOKEN, adminConfig } from "./fixtures.js"
 
 /** The key endpoints of the admin API on the memory store (SPEC "Keys at runtime, reload", ADR 0050). */
 
-const config = (urls: ReadonlyArray<string>, keyHash: string, dir: string) => ({
-  server: { listen: "127.0.0.1:0" },
-  admin: { token_env: ADMIN_ENV },
-  usage: { file: join(dir, "usage.jsonl") },
-  providers: { anthropic: { kind: "anthropic", base_url: urls[0], api_key_env: UPSTREAM_KEY_ENV } },
-  routes: {
-    claude: { api: "anthropic", targets: [{ provider: "anthropic", model: "claude-sonnet-5-5" }] },
-  },
-  tenants: {
-    acme: { keys: [{ id: "ci", sha256: keyHash }], routes: "*" },
-    beta: { keys: [], routes: ["claude"] },
-  },
-})
+const config = adminConfig((keyHash) => ({
+  acme: { keys: [{ id: "ci", sha256: keyHash }], routes: "*" },
+  beta: { keys: [], routes: ["claude"] },
+}))
 
 const h = harnessForSuite({ env: { [ADMIN_ENV]: ADMIN_TOKEN }, config })
 

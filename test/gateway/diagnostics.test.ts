@@ -10,25 +10,12 @@ import type { AddressInfo } from "node:net"
 import { join } from "node:path"
 import { errors as undiciErrors } from "undici"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { layerTo, type LineTarget } from "../../src/ops/logger.js"
+import { layerTo } from "../../src/ops/logger.js"
+import { captureLog } from "../support/logTarget.js"
 import { describeUpstreamError } from "../../src/providers/transport.js"
 import { eventually, startHarness, UPSTREAM_KEY, UPSTREAM_KEY_ENV, type Harness } from "../support/harness.js"
 
 const FIXTURES = join(import.meta.dirname, "../fixtures")
-
-/** The log, captured: every line the JSON log layer writes while it is open. */
-const capture = () => {
-  let text = ""
-  const target: LineTarget = {
-    write: (chunk, done) => {
-      text += chunk
-      done()
-    },
-    backlog: () => 0,
-    close: () => {},
-  }
-  return { target, lines: () => text.split("\n").filter((line) => line.length > 0) }
-}
 
 interface Target {
   readonly provider: string
@@ -39,7 +26,8 @@ interface Target {
 }
 
 describe("the causes of a 502", () => {
-  const log = capture()
+  // The log, captured: every line the JSON log layer writes while it is open.
+  const log = captureLog()
   const logScope = Effect.runSync(Scope.make())
   let tls: Server
   let h: Harness

@@ -4,8 +4,8 @@ import { join } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
 import { decodeEvent } from "../../src/keys/fileKeys.js"
 import { generateKey, hashKey } from "../../src/keys/keys.js"
-import { ADMIN_ENV, ADMIN_TOKEN } from "../admin/fixtures.js"
-import { startHarness, UPSTREAM_KEY_ENV, type Harness } from "../support/harness.js"
+import { ADMIN_ENV, ADMIN_TOKEN, adminConfig } from "../admin/fixtures.js"
+import { startHarness, type Harness } from "../support/harness.js"
 import { createKey, listKeys, revokeKey, sdkStatus, status } from "./helpers.js"
 
 /** Runtime keys with the memory store: `keys.file`, appended and replayed at start (ADR 0050). */
@@ -15,19 +15,12 @@ afterEach(async () => {
   for (const h of open.splice(0)) await h.close()
 })
 
-const configWith =
-  (tenants: ReadonlyArray<string>) => (urls: ReadonlyArray<string>, keyHash: string, dir: string) => ({
-    server: { listen: "127.0.0.1:0" },
-    admin: { token_env: ADMIN_ENV },
-    usage: { file: join(dir, "usage.jsonl") },
-    providers: { anthropic: { kind: "anthropic", base_url: urls[0], api_key_env: UPSTREAM_KEY_ENV } },
-    routes: {
-      claude: { api: "anthropic", targets: [{ provider: "anthropic", model: "claude-sonnet-5-5" }] },
-    },
-    tenants: Object.fromEntries(
+const configWith = (tenants: ReadonlyArray<string>) =>
+  adminConfig((keyHash) =>
+    Object.fromEntries(
       tenants.map((name, i) => [name, { keys: i === 0 ? [{ id: "ci", sha256: keyHash }] : [], routes: "*" }]),
     ),
-  })
+  )
 
 const start = async (dir: string, key: string, tenants: ReadonlyArray<string> = ["acme", "beta"]) => {
   const h = await startHarness({ dir, key, env: { [ADMIN_ENV]: ADMIN_TOKEN }, config: configWith(tenants) })

@@ -10,6 +10,7 @@ import { describe, expect, it } from "vitest"
 import { cliConfigLayer, logLevelFlag, withLogLevel } from "../../src/cli/options.js"
 import type { TargetOutcome } from "../../src/domain/errors.js"
 import type { UsageRecord } from "../../src/meter/record.js"
+import { captureLog } from "../support/logTarget.js"
 import {
   CurrentLogFormat,
   formatPretty,
@@ -17,7 +18,6 @@ import {
   logRequestLine,
   requestLevel,
   useColor,
-  type LineTarget,
   type LogFormat,
 } from "../../src/ops/logger.js"
 import { sampleRecord } from "../meter/fixtures.js"
@@ -50,20 +50,11 @@ interface Run {
 
 /** What `effect` writes to a log layer on a captured target (the layer flushes when it closes). */
 const written = async (effect: Effect.Effect<void>, run: Run = {}): Promise<string> => {
-  let text = ""
-  const target: LineTarget = {
-    write: (chunk, done) => {
-      text += chunk
-      done()
-    },
-    backlog: () => 0,
-    close: () => {},
-    isTTY: run.isTTY ?? false,
-  }
+  const { target, text } = captureLog(run.isTTY ?? false)
   let program = effect.pipe(Effect.provideService(References.MinimumLogLevel, run.minimum ?? "Info"))
   if (run.format !== undefined) program = program.pipe(Effect.provideService(CurrentLogFormat, run.format))
   await Effect.runPromise(program.pipe(Effect.provide(layerTo(() => target, run.env ?? {}))))
-  return text
+  return text()
 }
 
 const jsonLines = (text: string) =>
