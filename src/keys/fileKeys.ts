@@ -155,11 +155,9 @@ const endsTorn = (file: string): boolean => {
   }
 }
 
-/** Appends `lines` to `file` (created 0600, parent folders too) and fsyncs it. */
-const appendLines = (file: string, lines: string): void => {
-  fs.mkdirSync(path.dirname(file), { recursive: true })
-  const data = endsTorn(file) ? `\n${lines}` : lines
-  const fd = fs.openSync(file, "a", 0o600)
+/** Writes `data` to `file` opened with `flags` (`a` appends, `w` replaces), mode 0600, and fsyncs it. */
+const writeSynced = (file: string, flags: "a" | "w", data: string): void => {
+  const fd = fs.openSync(file, flags, 0o600)
   try {
     // The mode of `open` applies only to a new file: one that already existed (restored, touched) is made
     // 0600 as well.
@@ -171,17 +169,16 @@ const appendLines = (file: string, lines: string): void => {
   }
 }
 
+/** Appends `lines` to `file` (created 0600, parent folders too) and fsyncs it. */
+const appendLines = (file: string, lines: string): void => {
+  fs.mkdirSync(path.dirname(file), { recursive: true })
+  writeSynced(file, "a", endsTorn(file) ? `\n${lines}` : lines)
+}
+
 /** Replaces `file` with `lines` through a temporary file (0600) renamed over it. */
 const rewrite = (file: string, lines: string): void => {
   const temporary = `${file}.${process.pid}.tmp`
-  const fd = fs.openSync(temporary, "w", 0o600)
-  try {
-    fs.fchmodSync(fd, 0o600)
-    writeAllSync(fd, lines)
-    fs.fsyncSync(fd)
-  } finally {
-    fs.closeSync(fd)
-  }
+  writeSynced(temporary, "w", lines)
   fs.renameSync(temporary, file)
 }
 

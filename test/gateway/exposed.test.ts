@@ -3,25 +3,30 @@ import { join } from "node:path"
 import { describe, expect, it } from "vitest"
 import { harnessForSuite, UPSTREAM_KEY_ENV } from "../support/harness.js"
 
+/** Route `claude` on fake 0 and tenant `acme` with `limits`; `more` adds top-level sections (and `server` keys). */
+const exposedConfig =
+  (
+    limits: Record<string, unknown>,
+    more: { server?: Record<string, unknown>; [section: string]: unknown } = {},
+  ) =>
+  (fakes: ReadonlyArray<string>, keyHash: string, dir: string) => ({
+    ...more,
+    server: { listen: "127.0.0.1:0", ...more.server },
+    usage: { file: join(dir, "usage.jsonl") },
+    providers: { anthropic: { kind: "anthropic", base_url: fakes[0], api_key_env: UPSTREAM_KEY_ENV } },
+    routes: {
+      claude: { api: "anthropic", targets: [{ provider: "anthropic", model: "claude-sonnet-5-5" }] },
+    },
+    tenants: { acme: { keys: [{ id: "ci", sha256: keyHash }], routes: "*", limits } },
+  })
+
 /** Issue #16, "Running it exposed": the concurrency cap, the body deadline and the connection cap, in process. */
 describe("running exposed", () => {
   const h = harnessForSuite({
-    config: (fakes, keyHash, dir) => ({
-      server: { listen: "127.0.0.1:0", body_timeout: "1s", max_connections: 40 },
-      usage: { file: join(dir, "usage.jsonl") },
-      sessions: { derive: false },
-      providers: { anthropic: { kind: "anthropic", base_url: fakes[0], api_key_env: UPSTREAM_KEY_ENV } },
-      routes: {
-        claude: { api: "anthropic", targets: [{ provider: "anthropic", model: "claude-sonnet-5-5" }] },
-      },
-      tenants: {
-        acme: {
-          keys: [{ id: "ci", sha256: keyHash }],
-          routes: "*",
-          limits: { concurrent_requests: 2, requests_per_minute: 1_000 },
-        },
-      },
-    }),
+    config: exposedConfig(
+      { concurrent_requests: 2, requests_per_minute: 1_000 },
+      { server: { body_timeout: "1s", max_connections: 40 }, sessions: { derive: false } },
+    ),
   })
 
   const post = (scenario = "", body?: string) =>
@@ -115,19 +120,7 @@ describe("running exposed", () => {
 })
 
 describe("running exposed: a tenant over its request limit", () => {
-  const h = harnessForSuite({
-    config: (fakes, keyHash, dir) => ({
-      server: { listen: "127.0.0.1:0" },
-      usage: { file: join(dir, "usage.jsonl") },
-      providers: { anthropic: { kind: "anthropic", base_url: fakes[0], api_key_env: UPSTREAM_KEY_ENV } },
-      routes: {
-        claude: { api: "anthropic", targets: [{ provider: "anthropic", model: "claude-sonnet-5-5" }] },
-      },
-      tenants: {
-        acme: { keys: [{ id: "ci", sha256: keyHash }], routes: "*", limits: { requests_per_minute: 1 } },
-      },
-    }),
-  })
+  const h = harnessForSuite({ config: exposedConfig({ requests_per_minute: 1 }) })
 
   it("once the store refused it, its next upload is refused before the body is read, until the retry time", async () => {
     const body = JSON.stringify({
@@ -168,19 +161,7 @@ describe("running exposed: a tenant over its request limit", () => {
 })
 
 describe("running exposed: expect: 100-continue", () => {
-  const h = harnessForSuite({
-    config: (fakes, keyHash, dir) => ({
-      server: { listen: "127.0.0.1:0" },
-      usage: { file: join(dir, "usage.jsonl") },
-      providers: { anthropic: { kind: "anthropic", base_url: fakes[0], api_key_env: UPSTREAM_KEY_ENV } },
-      routes: {
-        claude: { api: "anthropic", targets: [{ provider: "anthropic", model: "claude-sonnet-5-5" }] },
-      },
-      tenants: {
-        acme: { keys: [{ id: "ci", sha256: keyHash }], routes: "*", limits: { concurrent_requests: 1 } },
-      },
-    }),
-  })
+  const h = harnessForSuite({ config: exposedConfig({ concurrent_requests: 1 }) })
 
   const exchange = async (send: (socket: Socket, answer: () => string) => Promise<void>) => {
     const url = new URL(h.url)
