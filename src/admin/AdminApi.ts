@@ -9,7 +9,9 @@ import { Breakers } from "../reliability/Breakers.js"
 import { makeAdminAuth, readAdminToken, WWW_AUTHENTICATE, type AdminAuth } from "./auth.js"
 import { makeKeyHandlers } from "./keys.js"
 import { parseUsageQuery } from "./params.js"
-import { tenantView } from "./tenants.js"
+import { configKeys, tenantView, viewBudgets, type ViewKey } from "./tenants.js"
+import { KeyStore } from "../keys/KeyStore.js"
+import { isLive } from "../keys/table.js"
 import { UsageIndex } from "./UsageIndex.js"
 import type { TenantConfig } from "../config/model.js"
 
@@ -45,14 +47,23 @@ const makeHandlers = Effect.gen(function* () {
   const openRequests = yield* OpenRequests
   const breakers = yield* Breakers
   const index = yield* UsageIndex
+  const keyStore = yield* KeyStore
 
   const view = (tenant: TenantConfig, now: number) =>
-    store.tenantState(tenant.name, now).pipe(
-      Effect.map((state) => tenantView(tenant, state, openRequests.bound(tenant.name), now)),
-      Effect.catch((error) =>
-        Effect.succeed(tenantView(tenant, error.message, openRequests.bound(tenant.name), now)),
-      ),
-    )
+    Effect.gen(function* () {
+      // Config keys, then the live runtime keys of the tenant: each with its budgets and their spend.
+      const runtime = (yield* keyStore.list(tenant.name)).filter((key) => isLive(key, now))
+      const keys = [
+        ...configKeys(tenant),
+        ...runtime.map((key): ViewKey => ({ id: key.id, source: "runtime", budgets: key.budgets })),
+      ]
+      return yield* store.tenantState(tenant.name, now, viewBudgets(tenant, keys, now)).pipe(
+        Effect.map((state) => tenantView(tenant, state, openRequests.bound(tenant.name), now, keys)),
+        Effect.catch((error) =>
+          Effect.succeed(tenantView(tenant, error.message, openRequests.bound(tenant.name), now, keys)),
+        ),
+      )
+    })
 
   const tenants = Effect.gen(function* () {
     const now = yield* Clock.currentTimeMillis

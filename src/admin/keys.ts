@@ -4,11 +4,13 @@
  * once, `GET /admin/keys` lists config and runtime keys without secrets,
  * `DELETE /admin/keys/{tenant}/{id}` revokes a runtime key.
  */
-import { ByteSize, Clock, Effect, Schema } from "effect"
+import { ByteSize, Clock, Effect, Result, Schema } from "effect"
 import { HttpIncomingMessage, HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { LiveConfig } from "../config/LiveConfig.js"
-import type { TenantConfig } from "../config/model.js"
+import type { BudgetConfig, KeyBudgets, TenantConfig } from "../config/model.js"
 import { Name } from "../config/primitives.js"
+import { parseErrorProblems } from "../config/problems.js"
+import { KeyBudgets as KeyBudgetsSchema, parseOptions } from "../config/schema.js"
 import { generateKey, hashKey } from "../keys/keys.js"
 import { KeyStore, type KeyStoreService, type RuntimeKey } from "../keys/KeyStore.js"
 import { parseInstant } from "./params.js"
@@ -30,11 +32,27 @@ export const MAX_ID_LENGTH = 128
 /** Largest `POST /admin/keys` body read, bytes. */
 const MAX_BODY_BYTES = 16 * 1024
 
-const FIELDS = new Set(["tenant", "id", "expires_at"])
+const FIELDS = new Set(["tenant", "id", "expires_at", "budgets"])
 
 const isName = Schema.is(Name)
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString())
+
+/** One budget as the admin API shows it (null: none). */
+export const budgetView = (config: BudgetConfig | undefined) =>
+  config === undefined
+    ? null
+    : {
+        limit_micro_usd: config.limitMicroUsd,
+        limit_usd: config.limitMicroUsd / 1_000_000,
+        mode: config.mode,
+      }
+
+const keyBudgetsView = (budgets: KeyBudgets) => ({
+  day: budgetView(budgets.day),
+  week: budgetView(budgets.week),
+  month: budgetView(budgets.month),
+})
 
 /** A key as `GET /admin/keys` and `DELETE` show it. */
 export interface KeyView {
@@ -45,6 +63,7 @@ export interface KeyView {
   readonly expires_at: string | null
   readonly revoked_at: string | null
   readonly last_used_at: string | null
+  readonly budgets: ReturnType<typeof keyBudgetsView>
 }
 
 const runtimeView = (keys: KeyStoreService, key: RuntimeKey): KeyView => ({
@@ -55,6 +74,7 @@ const runtimeView = (keys: KeyStoreService, key: RuntimeKey): KeyView => ({
   expires_at: iso(key.expiresAt),
   revoked_at: iso(key.revokedAt),
   last_used_at: iso(keys.lastUsed(key.tenant, key.id)),
+  budgets: keyBudgetsView(key.budgets),
 })
 
 const configViews = (keys: KeyStoreService, tenant: TenantConfig): Array<KeyView> =>
@@ -66,12 +86,32 @@ const configViews = (keys: KeyStoreService, tenant: TenantConfig): Array<KeyView
     expires_at: null,
     revoked_at: null,
     last_used_at: iso(keys.lastUsed(tenant.name, key.id)),
+    budgets: keyBudgetsView(key.budgets),
   }))
 
 /** A checked `POST /admin/keys` body, or the 400 to answer. */
 type CreateBody =
-  | { readonly tenant: string; readonly id: string; readonly expiresAt: number | null }
+  | {
+      readonly tenant: string
+      readonly id: string
+      readonly expiresAt: number | null
+      readonly budgets: KeyBudgets
+    }
   | HttpServerResponse.HttpServerResponse
+
+const decodeBudgets = Schema.decodeUnknownResult(KeyBudgetsSchema)
+
+/** `budgets` of a create body: `{day?, week?, month?}`, each `{limit_usd, mode}` as in the config; or the 400. */
+const parseBudgets = (value: unknown): KeyBudgets | HttpServerResponse.HttpServerResponse => {
+  if (value === undefined || value === null) return { day: undefined, week: undefined, month: undefined }
+  const decoded = decodeBudgets(value, parseOptions)
+  if (Result.isFailure(decoded)) {
+    const problems = parseErrorProblems(decoded.failure, ["budgets"])
+    return invalid("budgets", problems.join("; "))
+  }
+  const { day, week, month } = decoded.success
+  return { day, week, month }
+}
 
 const parseCreate = (text: string, now: number): CreateBody => {
   let body: unknown
@@ -85,7 +125,7 @@ const parseCreate = (text: string, now: number): CreateBody => {
   const fields = body as Record<string, unknown>
   for (const name of Object.keys(fields)) {
     if (!FIELDS.has(name))
-      return invalid(name, `unknown field "${name.slice(0, 64)}" (tenant, id, expires_at)`)
+      return invalid(name, `unknown field "${name.slice(0, 64)}" (tenant, id, expires_at, budgets)`)
   }
   const { tenant, id, expires_at: expires } = fields
   if (typeof tenant !== "string" || tenant.length === 0)
@@ -96,12 +136,14 @@ const parseCreate = (text: string, now: number): CreateBody => {
       `id must be a non-empty string of at most ${MAX_ID_LENGTH} characters without leading or trailing spaces`,
     )
   }
-  if (expires === undefined || expires === null) return { tenant, id, expiresAt: null }
+  const budgets = parseBudgets(fields.budgets)
+  if (HttpServerResponse.isHttpServerResponse(budgets)) return budgets
+  if (expires === undefined || expires === null) return { tenant, id, expiresAt: null, budgets }
   const expiresAt = typeof expires === "string" ? parseInstant(expires) : undefined
   if (expiresAt === undefined)
     return invalid("expires_at", "expires_at must be an ISO 8601 time with a zone (2027-01-31T00:00:00Z)")
   if (expiresAt <= now) return invalid("expires_at", "expires_at must be in the future")
-  return { tenant, id, expiresAt }
+  return { tenant, id, expiresAt, budgets }
 }
 
 const notFoundTenant = (name: string) =>
@@ -133,7 +175,13 @@ export const makeKeyHandlers = Effect.gen(function* () {
     const secret = generateKey()
     const sha256 = hashKey(secret)
     return yield* keys
-      .create({ tenant: tenant.name, id: parsed.id, sha256, expiresAt: parsed.expiresAt })
+      .create({
+        tenant: tenant.name,
+        id: parsed.id,
+        sha256,
+        expiresAt: parsed.expiresAt,
+        budgets: parsed.budgets,
+      })
       .pipe(
         Effect.map((key) =>
           json(
@@ -144,6 +192,7 @@ export const makeKeyHandlers = Effect.gen(function* () {
               sha256,
               created_at: iso(key.createdAt),
               expires_at: iso(key.expiresAt),
+              budgets: keyBudgetsView(key.budgets),
             },
             201,
           ),

@@ -116,7 +116,16 @@ export const checkKeyHashes = (tenants: Iterable<TenantView>): Array<string> => 
   return problems
 }
 
-/** A tenant with a budget whose routes reach a target that has no price. */
+const hasAny = (budgets: object): boolean => Object.values(budgets).some((b) => b !== undefined)
+
+/** Where a tenant's first budget is: its own `budgets`, else the first key's with any; undefined: none. */
+const budgetPathOf = (tenant: TenantConfig): ReadonlyArray<string | number> | undefined => {
+  if (hasAny(tenant.budgets)) return ["tenants", tenant.name, "budgets"]
+  const index = tenant.keys.findIndex((key) => hasAny(key.budgets))
+  return index < 0 ? undefined : ["tenants", tenant.name, "keys", index, "budgets"]
+}
+
+/** A tenant with a budget (its own or a key's) whose routes reach a target that has no price. */
 export const checkBudgetPrices = (
   tenants: ReadonlyMap<string, TenantConfig>,
   routes: ReadonlyMap<string, RouteConfig>,
@@ -126,7 +135,8 @@ export const checkBudgetPrices = (
 ): Array<string> => {
   const problems: Array<string> = []
   for (const tenant of tenants.values()) {
-    if (tenant.budgets.month === undefined && tenant.budgets.session === undefined) continue
+    const budgetPath = budgetPathOf(tenant)
+    if (budgetPath === undefined) continue
     const names = tenant.routes === "*" ? [...routes.keys()] : tenant.routes
     for (const name of names) {
       routes.get(name)?.targets.forEach((target, index) => {
@@ -134,7 +144,7 @@ export const checkBudgetPrices = (
         if (provider === undefined || priceFor(prices, provider, target.model) !== undefined) return
         const where = formatPath(["routes", name, "targets", index])
         problems.push(
-          `${formatPath(["tenants", tenant.name, "budgets"])}: ${where} (provider "${provider.name}", model "${target.model}") has no price in ${pricingFile}`,
+          `${formatPath(budgetPath)}: ${where} (provider "${provider.name}", model "${target.model}") has no price in ${pricingFile}`,
         )
       })
     }

@@ -209,6 +209,9 @@ export const decodeConfig = Effect.fn("Config.decode")(function* (raw: unknown, 
         server.maxBufferedBytes ?? Math.max(defaultMaxBufferedBytes(), 2 * server.maxBodyBytes),
       bodyTimeoutMs: server.bodyTimeoutMs,
       maxConnections: server.maxConnections,
+      ...(server.maxConcurrentRequests === undefined
+        ? {}
+        : { maxConcurrentRequests: server.maxConcurrentRequests }),
     },
     admin,
     store,
@@ -270,14 +273,24 @@ const toProvider = (name: string, file: S.ProviderFile): ProviderConfig => {
 
 const toTenant = (name: string, file: S.TenantFile): TenantConfig => ({
   name,
-  keys: file.keys,
+  keys: file.keys.map((key) => ({
+    id: key.id,
+    sha256: key.sha256,
+    budgets: { day: key.budgets.day, week: key.budgets.week, month: key.budgets.month },
+  })),
   routes: file.routes,
   limits: {
     requestsPerMinute: file.limits.requestsPerMinute,
     tokensPerMinute: file.limits.tokensPerMinute,
     concurrentRequests: file.limits.concurrentRequests,
+    ...(file.limits.queue === undefined ? {} : { queue: file.limits.queue }),
   },
-  budgets: { month: file.budgets.month, session: file.budgets.session },
+  budgets: {
+    day: file.budgets.day,
+    week: file.budgets.week,
+    month: file.budgets.month,
+    session: file.budgets.session,
+  },
 })
 
 /** An explicit path resolves against the config's folder; an absent one (the default) against `cwd` (ADR 0001). */

@@ -97,5 +97,18 @@ export const salvageTenant = (name: string, entry: unknown): TenantView | undefi
   if (!isMapping(entry)) return undefined
   const routes = decodeLenient(TenantRoutesOnly, entry)?.routes ?? []
   const keys: ReadonlyArray<unknown> = Array.isArray(entry.keys) ? entry.keys : []
-  return { name, routes, keys: keys.map((key): KeyConfig | undefined => decodeLenient(S.Key, key)) }
+  return {
+    name,
+    routes,
+    keys: keys.map((key): KeyConfig | undefined => {
+      const found = decodeLenient(S.Key, key)
+      return found === undefined
+        ? undefined
+        : {
+            id: found.id,
+            sha256: found.sha256,
+            budgets: { day: found.budgets.day, week: found.budgets.week, month: found.budgets.month },
+          }
+    }),
+  }
 }

@@ -29,6 +29,11 @@ export interface ServerConfig {
   readonly bodyTimeoutMs: number
   /** Most client connections open at once; more are closed on accept. Default 10,000. */
   readonly maxConnections: number
+  /**
+   * Most requests of all tenants in flight at once on this copy (from headers to record); more wait in their
+   * tenant's queue, served round-robin across tenants, or get 429. Undefined (the default): no cap.
+   */
+  readonly maxConcurrentRequests?: number | undefined
 }
 
 export interface AdminConfig {
@@ -131,15 +136,32 @@ export interface RouteConfig {
   readonly targets: ReadonlyArray<TargetConfig>
 }
 
-export interface KeyConfig {
-  readonly id: string
-  /** Lower-case hex SHA-256 of the secret. */
-  readonly sha256: string
+/** `tenants.NAME.limits.queue` (ADR 0057). */
+export interface QueueConfig {
+  /** Longest a request waits, from its arrival, for a place or its rate window, ms. */
+  readonly maxWaitMs: number
+  /** Most requests of the tenant waiting on one copy; more get 429 at once. Default 100. */
+  readonly maxLength: number
 }
 
 export interface BudgetConfig {
   readonly limitMicroUsd: MicroUsd
   readonly mode: "hard" | "soft"
+}
+
+/** A key's own budgets (`keys[].budgets`, or a runtime key's), each over a UTC calendar period; all optional. */
+export interface KeyBudgets {
+  readonly day: BudgetConfig | undefined
+  readonly week: BudgetConfig | undefined
+  readonly month: BudgetConfig | undefined
+}
+
+export interface KeyConfig {
+  readonly id: string
+  /** Lower-case hex SHA-256 of the secret. */
+  readonly sha256: string
+  /** Budgets of this key alone, checked beside the tenant's (a request must fit both). */
+  readonly budgets: KeyBudgets
 }
 
 export interface TenantConfig {
@@ -152,8 +174,13 @@ export interface TenantConfig {
     readonly tokensPerMinute: number | undefined
     /** Most requests of the tenant in flight at once on this copy (from its headers to its record). */
     readonly concurrentRequests: number | undefined
+    /** `limits.queue`: requests over a limit wait instead of a 429 at once (ADR 0057); undefined: no waiting. */
+    readonly queue?: QueueConfig | undefined
   }
+  /** `day` (UTC date), `week` (ISO week, Monday start), `month` (UTC calendar month), `session`. */
   readonly budgets: {
+    readonly day: BudgetConfig | undefined
+    readonly week: BudgetConfig | undefined
     readonly month: BudgetConfig | undefined
     readonly session: BudgetConfig | undefined
   }

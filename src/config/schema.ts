@@ -48,6 +48,7 @@ export const ServerSection = Schema.Struct({
   maxBufferedBytes: Schema.optionalKey(PositiveInt),
   bodyTimeoutMs: withDefault(PositiveDuration, 60_000),
   maxConnections: withDefault(PositiveInt, 10_000),
+  maxConcurrentRequests: Schema.optionalKey(PositiveInt),
 }).pipe(
   Schema.encodeKeys({
     shutdownGraceMs: "shutdown_grace",
@@ -55,6 +56,7 @@ export const ServerSection = Schema.Struct({
     maxBufferedBytes: "max_buffered_bytes",
     bodyTimeoutMs: "body_timeout",
     maxConnections: "max_connections",
+    maxConcurrentRequests: "max_concurrent_requests",
   }),
   mapping,
 )
@@ -237,14 +239,25 @@ export const Route = Schema.Struct({
   targets: Schema.Array(Target).annotate(list("targets")),
 }).annotate({ message: "must be a mapping" })
 
-/** One entry of a tenant's `keys:`. */
-export const Key = Schema.Struct({ id: Name, sha256: Sha256Hex }).annotate({ message: "must be a mapping" })
-
-/** A `month:` or `session:` budget; `mode` is required so no spend policy is implicit. */
+/** A `day:`, `week:`, `month:` or `session:` budget; `mode` is required so no spend policy is implicit. */
 export const Budget = Schema.Struct({
   limitMicroUsd: UsdToMicro,
   mode: says('must be "hard" or "soft"', Schema.Literals(["hard", "soft"])),
 }).pipe(Schema.encodeKeys({ limitMicroUsd: "limit_usd" }), mapping)
+
+/** A key's `budgets:` — `day`, `week`, `month`, each optional (a session belongs to the tenant, not a key). */
+export const KeyBudgets = Schema.Struct({
+  day: Schema.optionalKey(Budget),
+  week: Schema.optionalKey(Budget),
+  month: Schema.optionalKey(Budget),
+}).annotate({ message: "must be a mapping" })
+
+/** One entry of a tenant's `keys:`. */
+export const Key = Schema.Struct({
+  id: Name,
+  sha256: Sha256Hex,
+  budgets: withDefault(KeyBudgets, {}),
+}).annotate({ message: "must be a mapping" })
 
 const RouteNames = Schema.Array(Name)
 
@@ -252,6 +265,15 @@ const RouteNames = Schema.Array(Name)
 export const TenantRoutes = Schema.Union([Schema.Literal("*"), RouteNames]).annotate({
   message: 'must be "*" or a list of route names',
 })
+
+/** The default of `limits.queue.max_length`: the most requests one tenant keeps waiting on one copy. */
+export const DEFAULT_QUEUE_LENGTH = 100
+
+/** A tenant's `limits.queue:` — `max_wait` required, `max_length` defaults to 100 (ADR 0057). */
+export const Queue = Schema.Struct({
+  maxWaitMs: PositiveDuration,
+  maxLength: withDefault(PositiveInt, DEFAULT_QUEUE_LENGTH),
+}).pipe(Schema.encodeKeys({ maxWaitMs: "max_wait", maxLength: "max_length" }), mapping)
 
 /** One entry of `tenants:` (without its name). `keys` and `routes` are required. */
 export const Tenant = Schema.Struct({
@@ -262,6 +284,7 @@ export const Tenant = Schema.Struct({
       requestsPerMinute: Schema.optionalKey(PositiveInt),
       tokensPerMinute: Schema.optionalKey(PositiveInt),
       concurrentRequests: Schema.optionalKey(PositiveInt),
+      queue: Schema.optionalKey(Queue),
     }).pipe(
       Schema.encodeKeys({
         requestsPerMinute: "requests_per_minute",
@@ -273,7 +296,12 @@ export const Tenant = Schema.Struct({
     {},
   ),
   budgets: withDefault(
-    Schema.Struct({ month: Schema.optionalKey(Budget), session: Schema.optionalKey(Budget) }).annotate({
+    Schema.Struct({
+      day: Schema.optionalKey(Budget),
+      week: Schema.optionalKey(Budget),
+      month: Schema.optionalKey(Budget),
+      session: Schema.optionalKey(Budget),
+    }).annotate({
       message: "must be a mapping",
     }),
     {},

@@ -112,14 +112,29 @@ export type GatewayError =
 export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited", {
   message: Schema.String,
   retryAfterSeconds: Schema.Number,
+  /** When the store admits one more, ms from the refusal (a request or token window; never sent to clients). */
+  retryAfterMs: Schema.optional(Schema.Number),
   /** The `ratelimit-*` headers at the refusal. */
   rateHeaders: Schema.optional(Schema.Record(Schema.String, Schema.String)),
 }) {}
 
+/**
+ * The budgets a request can be refused by (limits-and-budgets.md "Budgets"):
+ * the tenant's by their config names (`tenants.NAME.budgets.day`, …), a
+ * key's as `key.day`, `key.week`, `key.month` (`keys[].budgets`).
+ */
+export const BUDGET_NAMES = ["key.day", "key.week", "key.month", "day", "week", "month", "session"] as const
+export type BudgetName = (typeof BUDGET_NAMES)[number]
+
+/** The usage record's `budget` value of a budget: `tenant.day`, `key.week`, `session`, … */
+export const recordBudgetName = (budget: BudgetName): string =>
+  budget === "session" || budget.startsWith("key.") ? budget : `tenant.${budget}`
+
 /** A hard budget has no money left for the request (402). */
 export class BudgetExceeded extends Schema.TaggedError<BudgetExceeded>()("BudgetExceeded", {
   message: Schema.String,
-  budget: Schema.Literals(["month", "session"]),
+  /** The budget that refused: the first without room, narrowest first (key day … tenant month, session). */
+  budget: Schema.Literals(BUDGET_NAMES),
   rateHeaders: Schema.optional(Schema.Record(Schema.String, Schema.String)),
 }) {}
 

@@ -4,7 +4,7 @@ import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:
 import { LiveConfig } from "../config/LiveConfig.js"
 import type { TenantConfig, TollgateConfig } from "../config/model.js"
 import { endpointApi, type Endpoint } from "../domain/endpoint.js"
-import { renderError, Unauthenticated } from "../domain/errors.js"
+import { RateLimited, renderError, Unauthenticated } from "../domain/errors.js"
 import { KeyStore } from "../keys/KeyStore.js"
 import { Limits } from "../limits/Limits.js"
 import { Meter } from "../meter/Meter.js"
@@ -49,6 +49,12 @@ const expectsContinue = (req: IncomingMessage): boolean => {
 
 /** At most one warning line about failed authentications per this many ms. */
 const AUTH_WARN_EVERY_MS = 10_000
+
+/** The refusal of a request whose client went away while it waited in its tenant's queue (recorded as 499, ADR 0057). */
+const CLIENT_LEFT_QUEUE = {
+  message: "the client went away while the request waited in the tenant's queue",
+  retryAfterSeconds: 1,
+}
 
 /** A request in flight: its fiber (while it runs), why it may be interrupted, and what it holds. */
 interface InFlight extends Listed, Interruption {
@@ -131,6 +137,8 @@ export const layer = Layer.effect(
     /** Requests in flight: what a drain waits for. */
     const inflight = new IndexedList<InFlight>()
     let draining = false
+    /** Requests waiting in a tenant's queue for a place (not yet in flight): the drain refuses them. */
+    const queued = new Set<() => void>()
     let idle: Deferred.Deferred<void> | undefined
 
     /**
@@ -142,6 +150,7 @@ export const layer = Layer.effect(
     const drain = (graceMs: number) =>
       Effect.gen(function* () {
         draining = true
+        for (const refuse of [...queued]) refuse()
         if (inflight.size === 0) return
         const done = (idle = yield* Deferred.make<void>())
         // Finalizers run uninterruptibly: the wait must be interruptible for the timeout to end it.
@@ -239,7 +248,45 @@ export const layer = Layer.effect(
       // What the headers decide is refused before a byte of the body is read (ADR 0049).
       const tenant = principal.tenant
       const early = limits.enter(tenant, endpoint)
-      if (early !== undefined) return start(res, entry, pipeline.handle(info, req, res, early, entry))
+      if (early === undefined) return readBody(info, req, res, entry, tenant)
+      if (early._tag !== "Queued") return start(res, entry, pipeline.handle(info, req, res, early, entry))
+      // Waits for a place under the concurrency caps before its body is read (ADR 0057).
+      const stopWaiting = (): void => {
+        early.cancel()
+        res.off("close", gone)
+        queued.delete(drained)
+      }
+      const gone = () => {
+        stopWaiting()
+        start(res, entry, pipeline.handle(info, req, res, new RateLimited(CLIENT_LEFT_QUEUE), entry))
+      }
+      const drained = () => {
+        stopWaiting()
+        start(res, entry, pipeline.refuse(info, res, entry))
+      }
+      res.once("close", gone)
+      queued.add(drained)
+      early.resume = (refusal) => {
+        res.off("close", gone)
+        queued.delete(drained)
+        if (refusal !== undefined) return start(res, entry, pipeline.handle(info, req, res, refusal, entry))
+        if (draining) {
+          limits.leave(tenant)
+          return start(res, entry, pipeline.refuse(info, res, entry))
+        }
+        readBody(info, req, res, entry, tenant)
+      }
+    }
+
+    /** Reads the body of a request counted in flight under its tenant (`leave` when its record is written). */
+    const readBody = (
+      info: RequestInfo,
+      req: IncomingMessage,
+      res: ServerResponse,
+      entry: InFlight,
+      tenant: TenantConfig,
+    ): void => {
+      const { pipeline } = entry.snapshot
       entry.tenant = tenant
       const take = (bytes: number): boolean => {
         if (!buffers.take(tenant.name, bytes)) return false
@@ -247,7 +294,7 @@ export const layer = Layer.effect(
         return true
       }
       // A body that finishes arriving once the drain has begun is refused like a new request.
-      const server = snapshot.config.server
+      const server = entry.snapshot.config.server
       collectBody(
         req,
         server.maxBodyBytes,

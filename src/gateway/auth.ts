@@ -1,12 +1,13 @@
 import { hash } from "node:crypto"
 import type { IncomingHttpHeaders } from "node:http"
-import type { TenantConfig, TollgateConfig } from "../config/model.js"
+import type { KeyBudgets, TenantConfig, TollgateConfig } from "../config/model.js"
 import type { KeyLookup } from "../keys/KeyStore.js"
 
-/** Who sent a request: the tenant and which of its keys. */
+/** Who sent a request: the tenant and which of its keys, with the key's own budgets. */
 export interface Principal {
   readonly tenant: TenantConfig
   readonly keyId: string
+  readonly keyBudgets: KeyBudgets
 }
 
 /** The client key from `x-api-key`, else from `authorization: Bearer …`. */
@@ -32,7 +33,7 @@ export const clientKey = (headers: IncomingHttpHeaders): string | undefined => {
 export const makeAuthenticator = (config: TollgateConfig, keys: KeyLookup) => {
   const byHash = new Map<string, Principal>()
   for (const tenant of config.tenants.values()) {
-    for (const key of tenant.keys) byHash.set(key.sha256, { tenant, keyId: key.id })
+    for (const key of tenant.keys) byHash.set(key.sha256, { tenant, keyId: key.id, keyBudgets: key.budgets })
   }
   return (headers: IncomingHttpHeaders): Principal | undefined => {
     const key = clientKey(headers)
@@ -43,7 +44,7 @@ export const makeAuthenticator = (config: TollgateConfig, keys: KeyLookup) => {
       const runtime = keys.find(sha256)
       const tenant = runtime === undefined ? undefined : config.tenants.get(runtime.tenant)
       if (tenant === undefined) return undefined
-      principal = { tenant, keyId: runtime!.id }
+      principal = { tenant, keyId: runtime!.id, keyBudgets: runtime!.budgets }
     }
     keys.used(principal.tenant.name, principal.keyId)
     return principal

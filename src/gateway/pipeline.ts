@@ -148,7 +148,8 @@ export const makePipeline = (deps: PipelineDeps) => {
     const request = progress.request!
     const tenant = info.principal.tenant
     // Uninterruptible up to the assignment: an admission that happened is settled (by the finish), even if
-    // the client left while it was on its way.
+    // the client left while it was on its way. (A wait in the tenant's queue, ADR 0057, is interruptible.)
+    const queue = tenant.limits.queue
     yield* Effect.uninterruptible(
       Effect.map(
         limits.admit({
@@ -156,6 +157,8 @@ export const makePipeline = (deps: PipelineDeps) => {
           tokenCost: p.tokenCost,
           reserve: p.reserve,
           sessionId: p.sessionId,
+          key: info.principal,
+          waitUntil: queue === undefined ? undefined : info.startMs + queue.maxWaitMs,
         }),
         (admission) => {
           progress.admission = admission
@@ -339,6 +342,7 @@ export const makePipeline = (deps: PipelineDeps) => {
     interruption: Interruption,
   ) =>
     Effect.suspend(() => {
+      noteRefusingBudget(progress, exit)
       const { ending: end, end: endResponse, defect } = ending(info, progress, res, exit, interruption)
       const committed = progress.committed
       if (committed?.meter !== undefined) {
@@ -418,6 +422,14 @@ export const makePipeline = (deps: PipelineDeps) => {
 }
 
 const destroy = (res: ServerResponse): void => void res.destroy()
+
+/** Notes the budget that refused a request (402: the store's or the gate's answer), for its record's `budget`. */
+const noteRefusingBudget = (progress: Progress, exit: Exit.Exit<Relayed, GatewayError>): void => {
+  if (Exit.isSuccess(exit)) return
+  const failure = Cause.findErrorOption(exit.cause)
+  if (Option.isSome(failure) && failure.value._tag === "BudgetExceeded")
+    progress.budget = failure.value.budget
+}
 
 /** A bug in the finish itself: logged, and the response cut rather than left open. */
 const finishFailed = (res: ServerResponse) => (cause: Cause.Cause<unknown>) => {

@@ -59,18 +59,13 @@ const streamedOutput = (meter: StreamMeter, maxTokens: number | undefined): numb
  * request's reservation (≤ 0: nothing to do).
  */
 const streamCutoff = (
-  info: RequestInfo,
   progress: Progress,
   admission: Admission,
   price: PriceEntry | undefined,
   meter: StreamMeter,
 ) => {
-  const tenant = info.principal.tenant
   const plan = progress.plan!
-  const hard =
-    tenant.budgets.month?.mode === "hard" ||
-    (plan.sessionId !== undefined && tenant.budgets.session?.mode === "hard")
-  if (admission.via !== "store" || price === undefined || !hard) return undefined
+  if (admission.via !== "store" || price === undefined || !admission.hard) return undefined
   const estimate = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 }
   const maxTokens = progress.request?.maxTokens
   return {
@@ -122,8 +117,7 @@ export const makeServe = (deps: ServeDeps) => {
     const admission = progress.admission!
     let json: JsonCollector | undefined
     let observe = noObserver
-    const cutoff =
-      ok && meter !== undefined ? streamCutoff(info, progress, admission, price, meter) : undefined
+    const cutoff = ok && meter !== undefined ? streamCutoff(progress, admission, price, meter) : undefined
     if (meter !== undefined) {
       observe = (chunk) => {
         meter.push(chunk)
@@ -186,7 +180,11 @@ export const makeServe = (deps: ServeDeps) => {
       if (extended !== "extended") {
         // The approximate cutoff (ADR 0029): stop reading upstream and end the stream.
         closeResponse(deadlines, response)
-        error = extended === "refused" ? "budget_exceeded" : "store_unavailable"
+        if (extended === "unavailable") error = "store_unavailable"
+        else {
+          error = "budget_exceeded"
+          progress.budget = extended.refused
+        }
         info.trace?.cutoff(error)
         end = { _tag: "Cutoff" }
         break

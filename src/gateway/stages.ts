@@ -1,6 +1,7 @@
 import type { Translations } from "./translation.js"
 import type { PriceEntry, RouteConfig, TargetConfig } from "../config/model.js"
 import type { ApiFormat, Endpoint } from "../domain/endpoint.js"
+import { recordBudgetName, type BudgetName } from "../domain/errors.js"
 import type { ParsedRequest } from "../domain/request.js"
 import type { Admission } from "../limits/Limits.js"
 import { costMicroUsd } from "../meter/cost.js"
@@ -90,6 +91,8 @@ export interface Progress {
   /** On a translating route: the request translated for each upstream endpoint its targets need. */
   translations: Translations | undefined
   admission: Admission | undefined
+  /** The budget that refused the admission or cut the stream (the record's `budget`). */
+  budget: BudgetName | undefined
   readonly tally: AttemptTally
   committed: Committed | undefined
 }
@@ -100,6 +103,7 @@ export const makeProgress = (): Progress => ({
   plan: undefined,
   translations: undefined,
   admission: undefined,
+  budget: undefined,
   tally: makeTally(),
   committed: undefined,
 })
@@ -162,6 +166,7 @@ export const usageRecord = (
     error: ending.error,
     upstream_endpoint: progress.committed?.endpoint ?? progress.tally.endpoint ?? null,
     trace_id: info.trace?.traceId ?? info.caller?.traceId ?? null,
+    budget: progress.budget === undefined ? null : recordBudgetName(progress.budget),
   }
 }
 

@@ -19,6 +19,8 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { writeAllSync } from "../ops/writeAll.js"
 import {
+  decodeKeyBudgets,
+  encodeKeyBudgets,
   FILE_FLUSH_MS,
   KeyExists,
   KeyNotFound,
@@ -56,6 +58,7 @@ export const encodeEvent = (event: KeyEvent): string => {
         sha256: k.sha256,
         created_at: iso(k.createdAt),
         expires_at: k.expiresAt === null ? null : iso(k.expiresAt),
+        budgets: encodeKeyBudgets(k.budgets),
       })}\n`
     }
     case "revoked":
@@ -84,7 +87,9 @@ export const decodeEvent = (line: string): KeyEvent | undefined => {
       const sha256 = value.sha256
       if (createdAt === undefined || expiresAt === undefined) return undefined
       if (typeof sha256 !== "string" || !/^[0-9a-f]{64}$/.test(sha256)) return undefined
-      return { event: "created", key: { tenant, id, sha256, createdAt, expiresAt, revokedAt: null } }
+      const budgets = decodeKeyBudgets(value.budgets)
+      if (budgets === null) return undefined
+      return { event: "created", key: { tenant, id, sha256, createdAt, expiresAt, revokedAt: null, budgets } }
     }
     case "revoked": {
       const at = time(value.revoked_at)

@@ -3,6 +3,7 @@
  * the backends are `redisKeys.ts` and `fileKeys.ts`).
  */
 import { Schema, type Effect } from "effect"
+import type { BudgetConfig, KeyBudgets } from "../config/model.js"
 
 /** A key made through the admin API. Times are epoch ms. */
 export interface RuntimeKey {
@@ -15,6 +16,8 @@ export interface RuntimeKey {
   readonly expiresAt: number | null
   /** Null: not revoked. */
   readonly revokedAt: number | null
+  /** The key's own budgets (`POST /admin/keys` `budgets`), beside the tenant's. */
+  readonly budgets: KeyBudgets
 }
 
 /** A key to add to the store (its creation time is the store's clock). */
@@ -23,6 +26,49 @@ export interface NewKey {
   readonly id: string
   readonly sha256: string
   readonly expiresAt: number | null
+  readonly budgets: KeyBudgets
+}
+
+/** A key without budgets of its own. */
+export const NO_KEY_BUDGETS: KeyBudgets = { day: undefined, week: undefined, month: undefined }
+
+const PERIODS = ["day", "week", "month"] as const
+
+/**
+ * A key's budgets as the key stores keep them (the file's `created` line,
+ * the Redis hash's JSON): `{"day":{"limit_micro_usd":5000000,"mode":"hard"}}`,
+ * integer micro-USD; undefined when the key has none (the field is left out).
+ */
+export const encodeKeyBudgets = (
+  budgets: KeyBudgets,
+): Record<string, { limit_micro_usd: number; mode: string }> | undefined => {
+  let out: Record<string, { limit_micro_usd: number; mode: string }> | undefined
+  for (const name of PERIODS) {
+    const budget = budgets[name]
+    if (budget !== undefined)
+      (out ??= {})[name] = { limit_micro_usd: budget.limitMicroUsd, mode: budget.mode }
+  }
+  return out
+}
+
+const decodeBudget = (value: unknown): BudgetConfig | undefined | null => {
+  if (value === undefined) return undefined
+  if (typeof value !== "object" || value === null) return null
+  const { limit_micro_usd: limit, mode } = value as Record<string, unknown>
+  if (typeof limit !== "number" || !Number.isSafeInteger(limit) || limit < 0) return null
+  return mode === "hard" || mode === "soft" ? { limitMicroUsd: limit, mode } : null
+}
+
+/** The budgets of a stored key (`encodeKeyBudgets`' form; absent: none), or null when they are not that form. */
+export const decodeKeyBudgets = (value: unknown): KeyBudgets | null => {
+  if (value === undefined || value === null) return NO_KEY_BUDGETS
+  if (typeof value !== "object") return null
+  const fields = value as Record<string, unknown>
+  const day = decodeBudget(fields.day)
+  const week = decodeBudget(fields.week)
+  const month = decodeBudget(fields.month)
+  if (day === null || week === null || month === null) return null
+  return { day, week, month }
 }
 
 /** The tenant already has a runtime key with this id (revoked ones keep their id). */

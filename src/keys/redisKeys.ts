@@ -24,6 +24,8 @@
 import { Clock, Duration, Effect, Semaphore } from "effect"
 import { Redis } from "ioredis"
 import {
+  decodeKeyBudgets,
+  encodeKeyBudgets,
   KeyExists,
   KeyNotFound,
   KeyStoreUnavailable,
@@ -78,7 +80,12 @@ interface RedisWithScripts extends Redis {
 }
 
 const encodeKey = (key: RuntimeKey): string =>
-  JSON.stringify({ sha256: key.sha256, created_at: key.createdAt, expires_at: key.expiresAt })
+  JSON.stringify({
+    sha256: key.sha256,
+    created_at: key.createdAt,
+    expires_at: key.expiresAt,
+    budgets: encodeKeyBudgets(key.budgets),
+  })
 
 /** A key from its hash field, or undefined when the value is not one. */
 export const decodeKey = (
@@ -88,12 +95,27 @@ export const decodeKey = (
   revokedAt: string | undefined,
 ): RuntimeKey | undefined => {
   try {
-    const value = JSON.parse(json) as { sha256?: unknown; created_at?: unknown; expires_at?: unknown }
+    const value = JSON.parse(json) as {
+      sha256?: unknown
+      created_at?: unknown
+      expires_at?: unknown
+      budgets?: unknown
+    }
     const { sha256, created_at: createdAt, expires_at: expiresAt } = value
     if (typeof sha256 !== "string" || typeof createdAt !== "number") return undefined
     if (expiresAt !== null && typeof expiresAt !== "number") return undefined
+    const budgets = decodeKeyBudgets(value.budgets)
+    if (budgets === null) return undefined
     const revoked = revokedAt === undefined ? null : Number(revokedAt)
-    return { tenant, id, sha256, createdAt, expiresAt, revokedAt: Number.isFinite(revoked) ? revoked : null }
+    return {
+      tenant,
+      id,
+      sha256,
+      createdAt,
+      expiresAt,
+      revokedAt: Number.isFinite(revoked) ? revoked : null,
+      budgets,
+    }
   } catch {
     return undefined
   }

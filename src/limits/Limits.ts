@@ -1,17 +1,20 @@
-import { Clock, Context, Effect, Layer } from "effect"
+import { Clock, Context, Duration, Effect, Layer } from "effect"
 import { LiveConfig } from "../config/LiveConfig.js"
-import type { BudgetConfig, TenantConfig } from "../config/model.js"
+import type { BudgetConfig, KeyBudgets, TenantConfig } from "../config/model.js"
 import type { Endpoint } from "../domain/endpoint.js"
-import { BudgetExceeded, RateLimited, StoreUnavailable } from "../domain/errors.js"
+import { BudgetExceeded, RateLimited, StoreUnavailable, type BudgetName } from "../domain/errors.js"
 import { noopTelemetry, Telemetry, type TelemetryService } from "../ops/Telemetry.js"
 import { makeMemoryStore } from "./memoryStore.js"
-import { makeGate } from "./gate.js"
+import { makeGate, type Queued } from "./gate.js"
+import { makeWindowQueue } from "./waiting.js"
 import { rateHeaders, retryAfterMs, retryAfterSeconds, type RateHeaders } from "./rateHeaders.js"
+import { periodOf, type PeriodName } from "./periods.js"
 import {
   monthOf,
   Store,
   type Admitted,
   type BudgetCheck,
+  type PeriodBudget,
   type Refused,
   type ResponseOwner,
   type StoreService,
@@ -20,8 +23,17 @@ import {
 /** After a store error, how long each copy uses only its local limits before it tries the store again, ms (ADR 0006). */
 export const LOCAL_ONLY_MS = 5_000
 
-/** `refused`: a hard budget has no room; `unavailable`: the store could not be asked (the cutoff errs on the safe side). */
-export type ExtendResult = "extended" | "refused" | "unavailable"
+/**
+ * `refused`: a hard budget has no room (the first, narrowest first);
+ * `unavailable`: the store could not be asked (the cutoff errs on the safe side).
+ */
+export type ExtendResult = "extended" | { readonly refused: BudgetName } | "unavailable"
+
+/** The key a request came with and its own budgets (a `Principal` is one). */
+export interface AdmissionKey {
+  readonly keyId: string
+  readonly keyBudgets: KeyBudgets
+}
 
 /** What one request asks of the limits. */
 export interface AdmissionInput {
@@ -31,6 +43,13 @@ export interface AdmissionInput {
   /** micro-USD reserved against the budgets. */
   readonly reserve: number
   readonly sessionId: string | undefined
+  /** The request's key: its budgets apply beside the tenant's. Undefined: the tenant's budgets alone. */
+  readonly key?: AdmissionKey | undefined
+  /**
+   * With the tenant's `limits.queue`: the epoch ms until which a refusal for a rate window waits in the
+   * tenant's queue instead of failing at once (ADR 0057). Undefined: no waiting.
+   */
+  readonly waitUntil?: number | undefined
 }
 
 /** An admitted request: what settle and extend need, and its response headers. */
@@ -41,6 +60,10 @@ export interface Admission {
   readonly headers: RateHeaders | undefined
   readonly tokenCost: number
   readonly sessionId: string | undefined
+  /** The periodic budgets of the admission, with their periods: settle and extend use the same. */
+  readonly budgets: ReadonlyArray<PeriodBudget>
+  /** Whether a hard budget applies (a periodic one, or the session's): the stream cutoff watches it. */
+  readonly hard: boolean
   /** micro-USD reserved so far (admission plus extensions). */
   reserved: number
   settled: boolean
@@ -52,8 +75,67 @@ const check = (budget: BudgetConfig | undefined): BudgetCheck | undefined =>
 /** A request that costs nothing and counts no tokens (count_tokens): only the request limit applies. */
 const requestLimitOnly = (input: AdmissionInput): boolean => input.reserve === 0 && input.tokenCost === 0
 
-const hasHardBudget = (tenant: TenantConfig): boolean =>
-  tenant.budgets.month?.mode === "hard" || tenant.budgets.session?.mode === "hard"
+const isHard = (budget: BudgetConfig | undefined): boolean => budget?.mode === "hard"
+
+/** Whether any budget of the tenant or of the request's key is hard (ADR 0006: 503 while the store is down). */
+const hasHardBudget = (input: AdmissionInput): boolean => {
+  const { day, week, month, session } = input.tenant.budgets
+  const key = input.key?.keyBudgets
+  return (
+    isHard(day) ||
+    isHard(week) ||
+    isHard(month) ||
+    isHard(session) ||
+    (key !== undefined && (isHard(key.day) || isHard(key.week) || isHard(key.month)))
+  )
+}
+
+const periodic = (
+  name: PeriodName,
+  key: string | undefined,
+  budget: BudgetCheck | undefined,
+  t: number,
+): PeriodBudget => {
+  const period = periodOf(name, t)
+  return { name, key, period: period.id, until: period.until, check: budget }
+}
+
+/**
+ * The periodic budgets of a request at `t`, narrowest first (the order the
+ * store checks them in): the key's day, week, month, then the tenant's day,
+ * week, month. The tenant's month is always there (its spend is tracked for
+ * every tenant); with `trackOnly` (count_tokens: no money) it is alone and
+ * checks nothing.
+ */
+export const budgetsOf = (
+  tenant: TenantConfig,
+  key: AdmissionKey | undefined,
+  t: number,
+  trackOnly = false,
+): Array<PeriodBudget> => {
+  const list: Array<PeriodBudget> = []
+  if (!trackOnly) {
+    const own = key?.keyBudgets
+    if (own !== undefined) {
+      if (own.day !== undefined) list.push(periodic("day", key!.keyId, check(own.day), t))
+      if (own.week !== undefined) list.push(periodic("week", key!.keyId, check(own.week), t))
+      if (own.month !== undefined) list.push(periodic("month", key!.keyId, check(own.month), t))
+    }
+    if (tenant.budgets.day !== undefined) list.push(periodic("day", undefined, check(tenant.budgets.day), t))
+    if (tenant.budgets.week !== undefined)
+      list.push(periodic("week", undefined, check(tenant.budgets.week), t))
+  }
+  list.push(periodic("month", undefined, trackOnly ? undefined : check(tenant.budgets.month), t))
+  return list
+}
+
+/** The 402 message of each budget. */
+const budgetMessage = (budget: BudgetName): string =>
+  budget === "session"
+    ? "the session's budget has no money left for this request"
+    : budget.startsWith("key.")
+      ? `the key's ${budget.slice(4)} budget has no money left for this request`
+      : `the tenant's ${budget} budget has no money left for this request`
 
 const refusal = (refused: Refused, input: AdmissionInput): RateLimited | BudgetExceeded => {
   const headers = rateHeaders(refused.requests, refused.tokens)
@@ -63,12 +145,14 @@ const refusal = (refused: Refused, input: AdmissionInput): RateLimited | BudgetE
       return new RateLimited({
         message: "requests_per_minute exceeded for this tenant",
         retryAfterSeconds: retryAfterSeconds(refused.requests!, 1),
+        retryAfterMs: retryAfterMs(refused.requests!, 1),
         ...rateHeadersField,
       })
     case "tokens":
       return new RateLimited({
         message: "tokens_per_minute exceeded for this tenant",
         retryAfterSeconds: retryAfterSeconds(refused.tokens!, input.tokenCost),
+        retryAfterMs: retryAfterMs(refused.tokens!, input.tokenCost),
         ...rateHeadersField,
       })
     case "tokens_too_large":
@@ -80,18 +164,10 @@ const refusal = (refused: Refused, input: AdmissionInput): RateLimited | BudgetE
         retryAfterSeconds: 60,
         ...rateHeadersField,
       })
-    case "month_budget":
-      return new BudgetExceeded({
-        message: "the tenant's month budget has no money left for this request",
-        budget: "month",
-        ...rateHeadersField,
-      })
-    case "session_budget":
-      return new BudgetExceeded({
-        message: "the session's budget has no money left for this request",
-        budget: "session",
-        ...rateHeadersField,
-      })
+    case "budget": {
+      const budget = refused.budget ?? "month"
+      return new BudgetExceeded({ message: budgetMessage(budget), budget, ...rateHeadersField })
+    }
   }
 }
 
@@ -114,7 +190,7 @@ export class Limits extends Context.Service<
      * and leaves the reservation (the safe direction, ADR 0006).
      */
     readonly settle: (admission: Admission, cost: number, tokens: number) => Effect.Effect<void>
-    /** Extends the reservation by `amount` if the hard budgets allow it. */
+    /** Extends the reservation by `amount` if the hard budgets allow it (else names the first that refused). */
     readonly extend: (admission: Admission, amount: number) => Effect.Effect<ExtendResult>
     /**
      * Remembers who made a Responses response, in the store (so every copy
@@ -134,13 +210,24 @@ export class Limits extends Context.Service<
      * hard month budget the store's last answers show spent; else counts the
      * request in flight until `leave`.
      */
-    readonly enter: (tenant: TenantConfig, endpoint: Endpoint) => RateLimited | BudgetExceeded | undefined
+    readonly enter: (
+      tenant: TenantConfig,
+      endpoint: Endpoint,
+    ) => RateLimited | BudgetExceeded | Queued | undefined
     readonly leave: (tenant: TenantConfig) => void
   }
 >()("tollgate/limits/Limits") {}
 
 /** The default of `sessions.max_per_tenant`: the most live sessions a tenant keeps. */
 export const DEFAULT_MAX_SESSIONS = 10_000
+
+/** The gate's and the window queue's timers and the gateway-wide cap (ADR 0057); tests without queues leave it out. */
+export interface QueueOptions {
+  /** Runs `f` after `ms` on the gateway's clock; returns a canceler. */
+  readonly after: (ms: number, f: () => void) => () => void
+  /** `server.max_concurrent_requests` now. */
+  readonly maxConcurrent: () => number | undefined
+}
 
 /**
  * The limits over `store`. `maxSessions` (`sessions.max_per_tenant`) caps
@@ -153,6 +240,7 @@ export const make = (
   now: () => number,
   telemetry: TelemetryService = noopTelemetry,
   maxSessions: number | (() => number) = DEFAULT_MAX_SESSIONS,
+  queues?: QueueOptions,
 ): Limits["Service"] => {
   // A reload may change the cap (ADR 0052): read it when used.
   const maxSessionsNow = typeof maxSessions === "function" ? maxSessions : () => maxSessions
@@ -176,7 +264,7 @@ export const make = (
 
   const admitLocal = (input: AdmissionInput, t: number) =>
     Effect.gen(function* () {
-      if (hasHardBudget(input.tenant) && !requestLimitOnly(input)) return yield* new StoreUnavailable()
+      if (hasHardBudget(input) && !requestLimitOnly(input)) return yield* new StoreUnavailable()
       const result = yield* local
         .admit({
           tenant: input.tenant.name,
@@ -185,7 +273,7 @@ export const make = (
           tokensPerMinute: input.tenant.limits.tokensPerMinute,
           tokenCost: input.tokenCost,
           reserve: 0,
-          month: undefined,
+          budgets: [],
           session: undefined,
           maxSessions: maxSessionsNow(),
         })
@@ -193,7 +281,13 @@ export const make = (
       return { via: "local" as const, result }
     })
 
-  const gate = makeGate(now)
+  const queueHooks = { queueEntered: telemetry.queueEntered, queueLeft: telemetry.queueLeft }
+  const gate = makeGate(now, {
+    after: queues?.after ?? (() => () => {}),
+    maxConcurrent: queues?.maxConcurrent ?? (() => undefined),
+    ...queueHooks,
+  })
+  const windows = makeWindowQueue({ now, ...queueHooks })
 
   /** What the gate keeps of a store's refusal (ADR 0049). */
   const learn = (
@@ -220,6 +314,7 @@ export const make = (
     via: "store" | "local",
     result: Admitted | Refused,
     t: number,
+    budgets: ReadonlyArray<PeriodBudget> = [],
   ): Effect.Effect<Admission, RateLimited | BudgetExceeded> => {
     if (result._tag === "Refused") {
       const error = refusal(result, input)
@@ -235,6 +330,10 @@ export const make = (
       headers: rateHeaders(result.requests, result.tokens),
       tokenCost: input.tokenCost,
       sessionId: input.sessionId,
+      budgets,
+      hard:
+        budgets.some((b) => b.check?.hard === true) ||
+        (input.sessionId !== undefined && !requestLimitOnly(input) && isHard(input.tenant.budgets.session)),
       reserved: via === "store" ? input.reserve : 0,
       settled: false,
     }
@@ -268,6 +367,8 @@ export const make = (
       if (t < localUntil)
         return Effect.flatMap(admitLocal(input, t), (outcome) => conclude(input, "local", outcome.result, t))
       const tenant = input.tenant
+      // count_tokens (no tokens, no money) answers to the request limit only: no budget can refuse it.
+      const budgets = budgetsOf(tenant, input.key, t, requestLimitOnly(input))
       return Effect.matchEffect(
         store.admit({
           tenant: tenant.name,
@@ -276,8 +377,7 @@ export const make = (
           tokensPerMinute: tenant.limits.tokensPerMinute,
           tokenCost: input.tokenCost,
           reserve: input.reserve,
-          // count_tokens (no tokens, no money) answers to the request limit only: no budget can refuse it.
-          month: requestLimitOnly(input) ? undefined : check(tenant.budgets.month),
+          budgets,
           session:
             input.sessionId === undefined || requestLimitOnly(input)
               ? undefined
@@ -288,7 +388,7 @@ export const make = (
           onFailure: (error) => fallBackToLocal(input, t, error.message),
           onSuccess: (result) => {
             healthy = true
-            return conclude(input, "store", result, t)
+            return conclude(input, "store", result, t, budgets)
           },
         },
       )
@@ -298,7 +398,7 @@ export const make = (
     tenant: admission.tenant.name,
     now: now(),
     minute: admission.admitted.minute,
-    month: admission.admitted.month,
+    budgets: admission.budgets,
     sessionId: admission.via === "store" ? admission.sessionId : undefined,
     reserved: admission.reserved,
     cost: admission.via === "store" ? cost : 0,
@@ -327,8 +427,7 @@ export const make = (
         .extend({
           tenant: tenant.name,
           now: now(),
-          month: admission.admitted.month,
-          monthBudget: check(tenant.budgets.month),
+          budgets: admission.budgets,
           session:
             admission.sessionId === undefined
               ? undefined
@@ -336,8 +435,8 @@ export const make = (
           amount,
         })
         .pipe(
-          Effect.map((ok): ExtendResult => {
-            if (!ok) return "refused"
+          Effect.map((refusedBy): ExtendResult => {
+            if (refusedBy !== undefined) return { refused: refusedBy }
             admission.reserved += amount
             return "extended"
           }),
@@ -387,7 +486,10 @@ export const make = (
   return {
     enter: gate.enter,
     leave: gate.leave,
-    admit,
+    admit: (input) =>
+      input.waitUntil === undefined
+        ? admit(input)
+        : windows.admit(input.tenant, input.waitUntil, admit(input)),
     settle,
     extend,
     rememberResponse,
@@ -404,11 +506,18 @@ export const layer = Layer.effect(
     const clock = yield* Clock.Clock
     const telemetry = yield* Telemetry
     const live = yield* LiveConfig
+    // Queue timers run on the layer's clock (TestClock in tests).
+    const run = Effect.runForkWith(yield* Effect.context<never>())
+    const after = (ms: number, f: () => void) => {
+      const fiber = run(Effect.andThen(Effect.sleep(Duration.millis(ms)), Effect.sync(f)))
+      return () => fiber.interruptUnsafe()
+    }
     return make(
       store,
       () => clock.currentTimeMillisUnsafe(),
       telemetry,
       () => live.get().sessions.maxPerTenant,
+      { after, maxConcurrent: () => live.get().server.maxConcurrentRequests },
     )
   }),
 )

@@ -1,4 +1,6 @@
 import { Context, Data, type Effect } from "effect"
+import type { BudgetName } from "../domain/errors.js"
+import type { PeriodName } from "./periods.js"
 
 /**
  * The limit store: rate-limit counters and budget spend/reservations of
@@ -21,6 +23,29 @@ export interface BudgetCheck {
   readonly hard: boolean
 }
 
+/**
+ * One periodic budget's spend: the tenant's (`key` undefined) or one key's,
+ * over one UTC period. Each (scope, period) has its own spend and open
+ * reservations; the request's list names the periods of its admission, so
+ * settle and extend touch the same ones (a request across midnight settles
+ * in the day it reserved in).
+ */
+export interface PeriodBudget {
+  readonly name: PeriodName
+  /** The key id of a key's budget; undefined: the tenant's. */
+  readonly key: string | undefined
+  /** The period id: `YYYY-MM-DD`, `YYYY-Www` or `YYYY-MM`. */
+  readonly period: string
+  /** Epoch ms the period ends: its spend is kept (Redis: expires) a margin after it. */
+  readonly until: number
+  /** Undefined: spend tracked, nothing enforced (the tenant's month without a budget). */
+  readonly check: BudgetCheck | undefined
+}
+
+/** The name errors and records give a periodic budget: `day` (the tenant's), `key.day` (a key's), … */
+export const budgetNameOf = (budget: Pick<PeriodBudget, "name" | "key">): BudgetName =>
+  budget.key === undefined ? budget.name : `key.${budget.name}`
+
 export interface AdmitRequest {
   readonly tenant: string
   /** Epoch ms from the caller's clock. */
@@ -30,11 +55,16 @@ export interface AdmitRequest {
   readonly tokensPerMinute: number | undefined
   /** Tokens this request is counted as before its response (input estimate + reserved output); 0 counts nothing. */
   readonly tokenCost: number
-  /** micro-USD reserved against the month (always tracked) and the session (when given). 0 for count_tokens. */
+  /** micro-USD reserved against every budget of `budgets` and the session (when given). 0 for count_tokens. */
   readonly reserve: number
-  /** The tenant's month budget; spend is tracked for every tenant, budget or not. */
-  readonly month: BudgetCheck | undefined
-  /** The request's session (explicit or derived), with the tenant's session budget if any. */
+  /**
+   * The periodic budgets that apply, checked in this order (narrowest first:
+   * key day, week, month, then the tenant's day, week, month); the first
+   * hard one without room refuses. The tenant's month is always in the list
+   * (spend is tracked for every tenant, budget or not).
+   */
+  readonly budgets: ReadonlyArray<PeriodBudget>
+  /** The request's session (explicit or derived), with the tenant's session budget if any; checked last. */
   readonly session: { readonly id: string; readonly budget: BudgetCheck | undefined } | undefined
   /**
    * Most live sessions the tenant keeps (`sessions.max_per_tenant`, ≥ 1). An
@@ -61,23 +91,26 @@ export interface Admitted {
   readonly _tag: "Admitted"
   /** Minute index (floor(now / 60 s)) whose counters this request incremented; settle adjusts the same minute. */
   readonly minute: number
-  /** UTC month (`YYYY-MM`) whose spend this request reserved against; settle uses the same month. */
+  /** UTC month (`YYYY-MM`) of the admission (the tenant's month budget it reserved against). */
   readonly month: string
   readonly requests: WindowState | undefined
   readonly tokens: WindowState | undefined
-  /** Soft budgets whose spend plus open reservations now passes their limit. */
-  readonly softExceeded: ReadonlyArray<"month" | "session">
+  /** Soft budgets whose spend plus open reservations now passes their limit, in the order of the request. */
+  readonly softExceeded: ReadonlyArray<BudgetName>
   /** Live sessions of the tenant this admission evicted to stay within `maxSessions` (0 normally). */
   readonly sessionsEvicted: number
   /** The tenant's settled spend of the month before this request (micro-USD, reservations left out). */
   readonly monthSpend: number
 }
 
-export type RefusalReason = "requests" | "tokens" | "tokens_too_large" | "month_budget" | "session_budget"
+/** `budget`: a hard budget had no room (`Refused.budget` names it). */
+export type RefusalReason = "requests" | "tokens" | "tokens_too_large" | "budget"
 
 export interface Refused {
   readonly _tag: "Refused"
   readonly reason: RefusalReason
+  /** With reason `budget`: the first hard budget without room (narrowest first, the session last). */
+  readonly budget: BudgetName | undefined
   readonly requests: WindowState | undefined
   readonly tokens: WindowState | undefined
   /** The tenant's settled spend of the month (micro-USD, reservations left out); undefined when refused before it was read. */
@@ -89,7 +122,8 @@ export interface SettleRequest {
   readonly now: number
   /** From `Admitted`. */
   readonly minute: number
-  readonly month: string
+  /** The admission's `budgets` (their checks are not used). */
+  readonly budgets: ReadonlyArray<PeriodBudget>
   readonly sessionId: string | undefined
   /** Everything this request reserved (admission plus extensions), micro-USD. */
   readonly reserved: number
@@ -102,8 +136,8 @@ export interface SettleRequest {
 export interface ExtendRequest {
   readonly tenant: string
   readonly now: number
-  readonly month: string
-  readonly monthBudget: BudgetCheck | undefined
+  /** The admission's `budgets`, checked in their order as at admission. */
+  readonly budgets: ReadonlyArray<PeriodBudget>
   readonly session: { readonly id: string; readonly budget: BudgetCheck | undefined } | undefined
   /** micro-USD to add to the request's reservation. */
   readonly amount: number
@@ -117,10 +151,18 @@ export interface SessionState {
   readonly lastMs: number
 }
 
+/** The spend of one (scope, period) as the store holds it, micro-USD. */
+export interface SpendState {
+  readonly spend: number
+  readonly reserved: number
+}
+
 export interface TenantState {
   readonly month: string
   readonly monthSpend: number
   readonly monthReserved: number
+  /** The spend of each budget asked for (`tenantState`'s `budgets`), in that order. */
+  readonly budgets: ReadonlyArray<SpendState>
   /** Sessions whose last request was less than 24 h ago. */
   readonly sessions: ReadonlyArray<SessionState>
   readonly requests: { readonly current: number; readonly previous: number }
@@ -133,6 +175,13 @@ export class StoreError extends Data.TaggedError("StoreError")<{ readonly messag
 /** How long session spend lives after the session's last request, ms. */
 export const SESSION_TTL_MS = 24 * 60 * 60 * 1000
 export const MINUTE_MS = 60_000
+
+/**
+ * How long a period's spend is kept after the period ends, ms: a request
+ * admitted in it settles there (a stream across midnight), and the memory
+ * store drops it after this; Redis hashes of days and weeks expire then.
+ */
+export const SPEND_KEPT_MS = 2 * 24 * 60 * MINUTE_MS
 
 /** Who made a Responses API response: the tenant that asked and the provider that answered. */
 export interface ResponseOwner {
@@ -148,8 +197,12 @@ export interface StoreService {
   readonly admit: (request: AdmitRequest) => Effect.Effect<Admitted | Refused, StoreError>
   /** Replaces the request's reservation with its real cost and its token estimate with the reported tokens. */
   readonly settle: (request: SettleRequest) => Effect.Effect<void, StoreError>
-  /** Adds to an open request's reservation if its hard budgets allow it (the stream cutoff); false when refused. */
-  readonly extend: (request: ExtendRequest) => Effect.Effect<boolean, StoreError>
+  /**
+   * Adds to an open request's reservation if every hard budget allows it (the
+   * stream cutoff): undefined when added, else the budget that refused
+   * (nothing changed).
+   */
+  readonly extend: (request: ExtendRequest) => Effect.Effect<BudgetName | undefined, StoreError>
   /** Remembers who made response `id` (Responses `previous_response_id`) for RESPONSE_OWNER_TTL_MS from `now`. */
   readonly rememberResponse: (
     id: string,
@@ -158,26 +211,17 @@ export interface StoreService {
   ) => Effect.Effect<void, StoreError>
   /** Who made response `id`, if it is remembered at `now`. */
   readonly responseOwner: (id: string, now: number) => Effect.Effect<ResponseOwner | undefined, StoreError>
-  /** What the admin API shows of a tenant at `now`. */
-  readonly tenantState: (tenant: string, now: number) => Effect.Effect<TenantState, StoreError>
+  /** What the admin API shows of a tenant at `now`, with the spend of each of `budgets` (default none). */
+  readonly tenantState: (
+    tenant: string,
+    now: number,
+    budgets?: ReadonlyArray<Pick<PeriodBudget, "name" | "key" | "period">>,
+  ) => Effect.Effect<TenantState, StoreError>
 }
 
 export class Store extends Context.Service<Store, StoreService>()("tollgate/limits/Store") {}
 
-let cachedMonth = ""
-let cachedFrom = 0
-let cachedUntil = -1
-
-/** The UTC calendar month of `now`, `YYYY-MM` (the last month's bounds are cached: this runs per request). */
-export const monthOf = (now: number): string => {
-  if (now >= cachedFrom && now < cachedUntil) return cachedMonth
-  const date = new Date(now)
-  const month = date.toISOString().slice(0, 7)
-  cachedFrom = Date.UTC(date.getUTCFullYear(), date.getUTCMonth(), 1)
-  cachedUntil = Date.UTC(date.getUTCFullYear(), date.getUTCMonth() + 1, 1)
-  cachedMonth = month
-  return month
-}
+export { monthOf } from "./periods.js"
 
 /** The sliding-window estimate for the last 60 seconds (ADR 0004). */
 export const estimate = (w: { current: number; previous: number; elapsed: number }): number =>

@@ -2,27 +2,32 @@
  * The memory limit store: one process, plain maps in a closure. Its rules
  * are the Redis Lua scripts' rules, line for line (`lua/*.ts`), so both
  * stores pass one conformance suite. Every map stays bounded: minute
- * counters older than the previous minute, sessions idle for 24 h and
- * months before the previous month are dropped as time passes, and a
+ * counters older than the previous minute, sessions idle for 24 h and the
+ * spend of periods that ended SPEND_KEPT_MS ago are dropped as time passes, and a
  * tenant keeps at most `maxSessions` live sessions (the least recently used
  * are evicted when a new one starts).
  */
 import { Clock, Effect, Layer } from "effect"
 import { readUsageFile, type UsageFileError } from "../meter/UsageLog.js"
+import type { BudgetName } from "../domain/errors.js"
+import { dayPeriod, monthOf, monthPeriod, weekPeriod } from "./periods.js"
 import {
+  budgetNameOf,
   MINUTE_MS,
-  monthOf,
   RESPONSE_OWNER_TTL_MS,
   SESSION_TTL_MS,
+  SPEND_KEPT_MS,
   Store,
   type AdmitRequest,
   type Admitted,
   type ExtendRequest,
+  type PeriodBudget,
   type Refused,
   type RefusalReason,
   type ResponseOwner,
   type SettleRequest,
   type SessionState,
+  type SpendState,
   type StoreService,
   type TenantState,
 } from "./Store.js"
@@ -41,28 +46,40 @@ interface Spend {
   reserved: number
 }
 
+interface PeriodSpend extends Spend {
+  /** Epoch ms the period ends; the entry is dropped SPEND_KEPT_MS later. */
+  readonly until: number
+}
+
 interface Session extends Spend {
   last: number
 }
 
+/**
+ * The key of a (scope, period) in `TenantData.spends`: the period id for the
+ * tenant's, `key:ID PERIOD` for a key's (a period id has no space, so the
+ * two never meet).
+ */
+const spendKey = (budget: Pick<PeriodBudget, "key" | "period">): string =>
+  budget.key === undefined ? budget.period : `key:${budget.key} ${budget.period}`
+
 interface TenantData {
   /** Minute index → counters; only the current and previous minute are kept. */
   readonly minutes: Map<number, Counts>
-  /** `YYYY-MM` → spend; months before the previous one are dropped. */
-  readonly months: Map<string, Spend>
+  /** (scope, period) → spend (see `spendKey`); periods that ended SPEND_KEPT_MS ago are dropped. */
+  readonly spends: Map<string, PeriodSpend>
   /** Session id → spend; insertion order follows the last request, so expired ones are at the front. */
   readonly sessions: Map<string, Session>
   /** The id of the last entry of `sessions` when `touch` put it there (undefined: not known). */
   newestSession: string | undefined
 }
 
-const monthStart = (month: string): number => Date.parse(`${month}-01T00:00:00.000Z`)
-
 const ZERO: Counts = { requests: 0, tokens: 0 }
+const NO_SPEND: SpendState = { spend: 0, reserved: 0 }
 
 const emptyTenantData = (): TenantData => ({
   minutes: new Map(),
-  months: new Map(),
+  spends: new Map(),
   sessions: new Map(),
   newestSession: undefined,
 })
@@ -89,13 +106,14 @@ const make = () => {
     }
   }
 
-  const month = (data: TenantData, key: string): Spend => {
-    let spend = data.months.get(key)
+  /** The spend of `budget`'s scope and period, made (after dropping periods long over) when new. */
+  const spendOf = (data: TenantData, budget: PeriodBudget, now: number): PeriodSpend => {
+    const key = spendKey(budget)
+    let spend = data.spends.get(key)
     if (spend === undefined) {
-      const oldest = monthOf(monthStart(key) - 1)
-      for (const m of data.months.keys()) if (m < oldest) data.months.delete(m)
-      spend = { spend: 0, reserved: 0 }
-      data.months.set(key, spend)
+      for (const [k, old] of data.spends) if (old.until + SPEND_KEPT_MS <= now) data.spends.delete(k)
+      spend = { spend: 0, reserved: 0, until: budget.until }
+      data.spends.set(key, spend)
     }
     return spend
   }
@@ -155,9 +173,10 @@ const make = () => {
     const previous = data.minutes.get(minute - 1) ?? ZERO
     const tokenLimit = tokenCost > 0 ? tpm : undefined
     let spendRead: number | undefined
-    const refuse = (reason: RefusalReason): Refused => ({
+    const refuse = (reason: RefusalReason, budget?: BudgetName): Refused => ({
       _tag: "Refused",
       reason,
+      budget,
       requests: windowAt(rpm, current.requests, previous.requests, now),
       tokens: windowAt(tokenLimit, current.tokens, previous.tokens, now),
       monthSpend: spendRead,
@@ -172,12 +191,17 @@ const make = () => {
         return refuse("tokens")
       }
     }
-    const monthKey = monthOf(now)
-    const monthSpend = data.months.get(monthKey) ?? { spend: 0, reserved: 0 }
-    spendRead = monthSpend.spend
-    const monthBudget = request.month
-    if (monthBudget?.hard === true && monthSpend.spend + monthSpend.reserved + reserve > monthBudget.limit) {
-      return refuse("month_budget")
+    const budgets = request.budgets
+    spendRead = 0
+    for (const budget of budgets) {
+      const spend = data.spends.get(spendKey(budget)) ?? NO_SPEND
+      if (budget.key === undefined && budget.name === "month") spendRead = spend.spend
+    }
+    for (const budget of budgets) {
+      const check = budget.check
+      if (check?.hard !== true) continue
+      const spend = data.spends.get(spendKey(budget)) ?? NO_SPEND
+      if (spend.spend + spend.reserved + reserve > check.limit) return refuse("budget", budgetNameOf(budget))
     }
     const sessionRequest = request.session
     const live = sessionRequest === undefined ? undefined : liveSession(data, sessionRequest.id, now)
@@ -188,17 +212,20 @@ const make = () => {
       sessionBudget?.hard === true &&
       session.spend + session.reserved + reserve > sessionBudget.limit
     ) {
-      return refuse("session_budget")
+      return refuse("budget", "session")
     }
 
     current.requests += 1
     if (tokenCost > 0) current.tokens += tokenCost
     data.minutes.set(minute, current)
-    const monthEntry = month(data, monthKey)
-    monthEntry.reserved += reserve
-    const softExceeded: Array<"month" | "session"> = []
-    if (monthBudget?.hard === false && monthEntry.spend + monthEntry.reserved > monthBudget.limit) {
-      softExceeded.push("month")
+    const softExceeded: Array<BudgetName> = []
+    for (const budget of budgets) {
+      const entry = spendOf(data, budget, now)
+      entry.reserved += reserve
+      const check = budget.check
+      if (check?.hard === false && entry.spend + entry.reserved > check.limit) {
+        softExceeded.push(budgetNameOf(budget))
+      }
     }
     let sessionsEvicted = 0
     if (session !== undefined && sessionRequest !== undefined) {
@@ -216,7 +243,7 @@ const make = () => {
     return {
       _tag: "Admitted",
       minute,
-      month: monthKey,
+      month: monthOf(now),
       requests: windowAt(rpm, current.requests, previous.requests, now),
       tokens: windowAt(tokenLimit, current.tokens, previous.tokens, now),
       softExceeded,
@@ -229,9 +256,11 @@ const make = () => {
     const { now, reserved, cost } = request
     const data = tenant(request.tenant)
     prune(data, now)
-    const monthEntry = month(data, request.month)
-    monthEntry.reserved = Math.max(0, monthEntry.reserved - reserved)
-    monthEntry.spend += cost
+    for (const budget of request.budgets) {
+      const entry = spendOf(data, budget, now)
+      entry.reserved = Math.max(0, entry.reserved - reserved)
+      entry.spend += cost
+    }
     if (request.sessionId !== undefined) {
       const session = liveSession(data, request.sessionId, now)
       if (session !== undefined) {
@@ -246,12 +275,14 @@ const make = () => {
     }
   }
 
-  const extend = (request: ExtendRequest): boolean => {
-    const { now, amount, monthBudget } = request
+  const extend = (request: ExtendRequest): BudgetName | undefined => {
+    const { now, amount } = request
     const data = tenant(request.tenant)
-    const monthSpend = data.months.get(request.month) ?? { spend: 0, reserved: 0 }
-    if (monthBudget?.hard === true && monthSpend.spend + monthSpend.reserved + amount > monthBudget.limit) {
-      return false
+    for (const budget of request.budgets) {
+      const check = budget.check
+      if (check?.hard !== true) continue
+      const spend = data.spends.get(spendKey(budget)) ?? NO_SPEND
+      if (spend.spend + spend.reserved + amount > check.limit) return budgetNameOf(budget)
     }
     const session = request.session === undefined ? undefined : liveSession(data, request.session.id, now)
     const sessionBudget = request.session?.budget
@@ -260,21 +291,25 @@ const make = () => {
       sessionBudget?.hard === true &&
       session.spend + session.reserved + amount > sessionBudget.limit
     ) {
-      return false
+      return "session"
     }
-    month(data, request.month).reserved += amount
+    for (const budget of request.budgets) spendOf(data, budget, now).reserved += amount
     if (session !== undefined) session.reserved += amount
-    return true
+    return undefined
   }
 
-  const tenantState = (name: string, now: number): TenantState => {
+  const tenantState = (
+    name: string,
+    now: number,
+    budgets: ReadonlyArray<Pick<PeriodBudget, "key" | "period">> = [],
+  ): TenantState => {
     const data = tenants.get(name) ?? emptyTenantData()
     prune(data, now)
     const minute = Math.floor(now / MINUTE_MS)
     const current = data.minutes.get(minute) ?? ZERO
     const previous = data.minutes.get(minute - 1) ?? ZERO
     const monthKey = monthOf(now)
-    const monthSpend = data.months.get(monthKey) ?? { spend: 0, reserved: 0 }
+    const monthSpend = data.spends.get(monthKey) ?? NO_SPEND
     const sessions: Array<SessionState> = []
     for (const [id, s] of data.sessions) {
       if (isSessionLive(s.last, now))
@@ -284,6 +319,10 @@ const make = () => {
       month: monthKey,
       monthSpend: monthSpend.spend,
       monthReserved: monthSpend.reserved,
+      budgets: budgets.map((budget) => {
+        const spend = data.spends.get(spendKey(budget)) ?? NO_SPEND
+        return { spend: spend.spend, reserved: spend.reserved }
+      }),
       sessions: sortSessions(sessions),
       requests: { current: current.requests, previous: previous.requests },
       tokens: { current: current.tokens, previous: previous.tokens },
@@ -315,9 +354,9 @@ const make = () => {
     extend: (request) => Effect.sync(() => extend(request)),
     rememberResponse: (id, owner, now) => Effect.sync(() => rememberResponse(id, owner, now)),
     responseOwner: (id, now) => Effect.sync(() => responseOwner(id, now)),
-    tenantState: (name, now) => Effect.sync(() => tenantState(name, now)),
+    tenantState: (name, now, budgets) => Effect.sync(() => tenantState(name, now, budgets)),
   }
-  return { service, tenant, month }
+  return { service, tenant, spendOf }
 }
 
 /** An empty memory store (tests, and the local fallback limits of ADR 0006). */
@@ -325,14 +364,19 @@ export const makeMemoryStore = (): StoreService => make().service
 
 /**
  * Adds the usage file's spend to a fresh store (ADR 0019): each record's
- * `cost_micro_usd` to its tenant's month when `ts` is in the current UTC
- * month, and to its session when `ts` is less than 24 h before `now`
- * (the session's last request = its latest `ts`).
+ * `cost_micro_usd` to its tenant's and its key's (`key_id`) spend of the
+ * current UTC day, ISO week and month when `ts` is in them, and to its
+ * session when `ts` is less than 24 h before `now` (the session's last
+ * request = its latest `ts`).
  */
 const restore = Effect.fnUntraced(function* (file: string) {
   const now = yield* Clock.currentTimeMillis
-  const currentMonth = monthOf(now)
-  const since = Math.min(monthStart(currentMonth), now - SESSION_TTL_MS)
+  const periods = [
+    { name: "day" as const, ...dayPeriod(now) },
+    { name: "week" as const, ...weekPeriod(now) },
+    { name: "month" as const, ...monthPeriod(now) },
+  ]
+  const since = Math.min(...periods.map((p) => p.from), now - SESSION_TTL_MS)
   const { records } = yield* readUsageFile(file, { since: new Date(since).toISOString() })
   const store = make()
   const withSessions = new Set<TenantData>()
@@ -340,7 +384,12 @@ const restore = Effect.fnUntraced(function* (file: string) {
     const ts = Date.parse(record.ts)
     if (Number.isNaN(ts)) continue
     const data = store.tenant(record.tenant)
-    if (monthOf(ts) === currentMonth) store.month(data, currentMonth).spend += record.cost_micro_usd
+    for (const p of periods) {
+      if (ts < p.from || ts >= p.until) continue
+      const tenantBudget = { name: p.name, key: undefined, period: p.id, until: p.until, check: undefined }
+      store.spendOf(data, tenantBudget, now).spend += record.cost_micro_usd
+      store.spendOf(data, { ...tenantBudget, key: record.key_id }, now).spend += record.cost_micro_usd
+    }
     if (record.session !== null && now - ts < SESSION_TTL_MS) {
       const session = data.sessions.get(record.session) ?? { spend: 0, reserved: 0, last: ts }
       session.spend += record.cost_micro_usd
@@ -364,8 +413,8 @@ const restore = Effect.fnUntraced(function* (file: string) {
 
 /**
  * The memory store. With `usageFile` (absolute path), the layer reads the
- * file before it is available, restoring current-month and 24-hour session
- * spend; a missing file restores nothing, a torn line is skipped with a
+ * file before it is available, restoring the current day's, week's and
+ * month's spend of every tenant and key, and 24-hour session spend; a missing file restores nothing, a torn line is skipped with a
  * warning, and an unreadable file fails the layer. Rate counters start at 0.
  */
 export const layerMemory = (options?: {

@@ -1,10 +1,14 @@
 import { Effect, type Scope } from "effect"
 import { Cluster, Redis, type RedisOptions } from "ioredis"
 
-/** A Lua script the client defines as a command: its source and how many of its arguments are keys. */
+/**
+ * A Lua script the client defines as a command: its source and how many of
+ * its arguments are keys (undefined: it varies, and each call passes the
+ * count as its first argument).
+ */
 export interface ScriptCommand {
   readonly lua: string
-  readonly numberOfKeys: number
+  readonly numberOfKeys?: number
 }
 
 export interface RedisClientOptions {

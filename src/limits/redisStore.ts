@@ -15,16 +15,20 @@ import { acquireRedis, passwordsOf, type RedisClientOptions } from "./redisClien
 import { EXTEND_LUA } from "./lua/extend.js"
 import { SETTLE_LUA } from "./lua/settle.js"
 import { TENANT_STATE_LUA } from "./lua/tenantState.js"
+import type { BudgetName } from "../domain/errors.js"
 import { isSessionLive, REFUSAL_CODES, sortSessions, windowAt } from "./lua/rules.js"
+import { monthOf } from "./periods.js"
 import {
+  budgetNameOf,
   MINUTE_MS,
-  monthOf,
   RESPONSE_OWNER_TTL_MS,
   SESSION_TTL_MS,
+  SPEND_KEPT_MS,
   Store,
   StoreError,
   type Admitted,
   type BudgetCheck,
+  type PeriodBudget,
   type Refused,
   type SessionState,
   type StoreService,
@@ -41,7 +45,7 @@ interface RedisWithScripts extends Redis {
 
 /** Minute counters live 3 minutes (real time): the current minute is read as "previous" until its end + 1 min. */
 const COUNTER_PX = 3 * MINUTE_MS
-/** Month hashes live 35 days after their last write. */
+/** Month hashes (the tenant's and keys') live 35 days after their last write. */
 const MONTH_PX = 35 * 24 * 60 * MINUTE_MS
 /** Session hashes and the session index live 25 h after their last write (the lifetime is decided by `now`). */
 const SESSION_PX = SESSION_TTL_MS + 60 * MINUTE_MS
@@ -58,6 +62,15 @@ const keys = (tenant: string) => {
     requests: (minute: number) => `${p}rq:${minute}`,
     tokens: (minute: number) => `${p}tk:${minute}`,
     month: (month: string) => `${p}month:${month}`,
+    /**
+     * A periodic budget's spend hash: the tenant's `day:2026-12-02`,
+     * `week:2026-W49`, `month:2026-12`; a key's `key:ID:day:2026-12-02` (the
+     * id percent-encoded).
+     */
+    spend: (budget: Pick<PeriodBudget, "name" | "key" | "period">) =>
+      budget.key === undefined
+        ? `${p}${budget.name}:${budget.period}`
+        : `${p}key:${encodeURIComponent(budget.key)}:${budget.name}:${budget.period}`,
     // The admit script names an evicted session's hash the same way, from this key of the request's session.
     session: (id: string | undefined) => (id === undefined ? `${p}session` : `${p}session:${id}`),
     sessionIndex: `${p}sessions`,
@@ -67,6 +80,17 @@ const keys = (tenant: string) => {
 /** A budget as the scripts take it: its limit (-1: no budget) and whether it is hard (1) or soft (0). */
 const limitArg = (budget: BudgetCheck | undefined): number => budget?.limit ?? -1
 const hardArg = (budget: BudgetCheck | undefined): number => (budget?.hard === true ? 1 : 0)
+
+/**
+ * How long a periodic budget's hash lives after a write at `now`, ms: a
+ * month 35 days; a day or week until SPEND_KEPT_MS after its period ends.
+ */
+const spendPx = (budget: PeriodBudget, now: number): number =>
+  budget.name === "month" ? MONTH_PX : Math.max(0, budget.until - now) + SPEND_KEPT_MS
+
+/** The budget a script names by position (1-based; one past the list: the session). */
+const budgetAt = (budgets: ReadonlyArray<PeriodBudget>, position: number): BudgetName =>
+  position >= 1 && position <= budgets.length ? budgetNameOf(budgets[position - 1]!) : "session"
 
 const int = (value: unknown): number => (typeof value === "number" ? value : Number(value ?? 0))
 
@@ -85,10 +109,11 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
   const redis = yield* acquireRedis<RedisWithScripts>(
     url,
     {
-      tollgateAdmit: { lua: ADMIT_LUA, numberOfKeys: 7 },
-      tollgateSettle: { lua: SETTLE_LUA, numberOfKeys: 4 },
-      tollgateExtend: { lua: EXTEND_LUA, numberOfKeys: 2 },
-      tollgateTenantState: { lua: TENANT_STATE_LUA, numberOfKeys: 6 },
+      // The budgets vary per request: each call passes its number of keys first.
+      tollgateAdmit: { lua: ADMIT_LUA },
+      tollgateSettle: { lua: SETTLE_LUA },
+      tollgateExtend: { lua: EXTEND_LUA },
+      tollgateTenantState: { lua: TENANT_STATE_LUA },
     },
     options,
   )
@@ -127,64 +152,68 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
     })
 
   const admit: StoreService["admit"] = (request) => {
-    const { now, tokenCost } = request
+    const { now, tokenCost, budgets } = request
     const k = keys(request.tenant)
     const minute = Math.floor(now / MINUTE_MS)
-    const month = monthOf(now)
     const tokenLimit = tokenCost > 0 ? request.tokensPerMinute : undefined
     const session = request.session
-    return send("admit", () =>
-      redis.tollgateAdmit(
-        k.requests(minute),
-        k.requests(minute - 1),
-        k.tokens(minute),
-        k.tokens(minute - 1),
-        k.month(month),
-        k.session(session?.id),
-        k.sessionIndex,
-        now,
-        now - minute * MINUTE_MS,
-        request.requestsPerMinute ?? -1,
-        tokenLimit ?? -1,
-        tokenCost,
-        request.reserve,
-        limitArg(request.month),
-        hardArg(request.month),
-        session?.id ?? "",
-        limitArg(session?.budget),
-        hardArg(session?.budget),
-        SESSION_TTL_MS,
-        COUNTER_PX,
-        MONTH_PX,
-        SESSION_PX,
-        request.maxSessions,
-      ),
-    ).pipe(
+    const n = budgets.length
+    const args: Array<Arg> = [
+      6 + n,
+      k.requests(minute),
+      k.requests(minute - 1),
+      k.tokens(minute),
+      k.tokens(minute - 1),
+      k.session(session?.id),
+      k.sessionIndex,
+    ]
+    for (const budget of budgets) args.push(k.spend(budget))
+    args.push(
+      now,
+      now - minute * MINUTE_MS,
+      request.requestsPerMinute ?? -1,
+      tokenLimit ?? -1,
+      tokenCost,
+      request.reserve,
+      session?.id ?? "",
+      limitArg(session?.budget),
+      hardArg(session?.budget),
+      SESSION_TTL_MS,
+      COUNTER_PX,
+      SESSION_PX,
+      request.maxSessions,
+      budgets.findIndex((b) => b.key === undefined && b.name === "month") + 1,
+    )
+    for (const budget of budgets)
+      args.push(limitArg(budget.check), hardArg(budget.check), spendPx(budget, now))
+    return send("admit", () => redis.tollgateAdmit(...args)).pipe(
       Effect.map((reply): Admitted | Refused => {
         const requests = windowAt(request.requestsPerMinute, int(reply[2]), int(reply[3]), now)
         const tokens = windowAt(tokenLimit, int(reply[4]), int(reply[5]), now)
         if (int(reply[0]) !== 1) {
-          const spend = int(reply[9])
+          const spend = int(reply[7])
+          const reason = REFUSAL_CODES[int(reply[1])] ?? "requests"
           return {
             _tag: "Refused",
-            reason: REFUSAL_CODES[int(reply[1])] ?? "requests",
+            reason,
+            budget: reason === "budget" ? budgetAt(budgets, int(reply[8])) : undefined,
             requests,
             tokens,
             monthSpend: spend < 0 ? undefined : spend,
           }
         }
-        const softExceeded: Array<"month" | "session"> = []
-        if (int(reply[6]) === 1) softExceeded.push("month")
-        if (int(reply[7]) === 1) softExceeded.push("session")
+        const softExceeded: Array<BudgetName> = []
+        for (let i = 0; i < n; i++) if (int(reply[10 + i]) === 1) softExceeded.push(budgetNameOf(budgets[i]!))
+        if (int(reply[9]) === 1) softExceeded.push("session")
         return {
           _tag: "Admitted",
           minute,
-          month,
+          month: monthOf(now),
           requests,
           tokens,
           softExceeded,
-          sessionsEvicted: int(reply[8]),
-          monthSpend: int(reply[9]),
+          sessionsEvicted: int(reply[6]),
+          monthSpend: int(reply[7]),
         }
       }),
     )
@@ -192,60 +221,66 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
 
   const settle: StoreService["settle"] = (request) => {
     const k = keys(request.tenant)
-    return send("settle", () =>
-      redis.tollgateSettle(
-        k.month(request.month),
-        k.session(request.sessionId),
-        k.sessionIndex,
-        k.tokens(request.minute),
-        request.now,
-        request.reserved,
-        request.cost,
-        request.tokenDelta,
-        request.sessionId ?? "",
-        SESSION_TTL_MS,
-        MONTH_PX,
-        SESSION_PX,
-      ),
-    ).pipe(Effect.asVoid)
+    const { now, budgets } = request
+    const args: Array<Arg> = [
+      3 + budgets.length,
+      k.session(request.sessionId),
+      k.sessionIndex,
+      k.tokens(request.minute),
+    ]
+    for (const budget of budgets) args.push(k.spend(budget))
+    args.push(
+      now,
+      request.reserved,
+      request.cost,
+      request.tokenDelta,
+      request.sessionId ?? "",
+      SESSION_TTL_MS,
+      SESSION_PX,
+    )
+    for (const budget of budgets) args.push(spendPx(budget, now))
+    return send("settle", () => redis.tollgateSettle(...args)).pipe(Effect.asVoid)
   }
 
   const extend: StoreService["extend"] = (request) => {
     const k = keys(request.tenant)
+    const { now, budgets } = request
     const session = request.session
-    return send("extend", () =>
-      redis.tollgateExtend(
-        k.month(request.month),
-        k.session(session?.id),
-        request.now,
-        request.amount,
-        limitArg(request.monthBudget),
-        hardArg(request.monthBudget),
-        session?.id ?? "",
-        limitArg(session?.budget),
-        hardArg(session?.budget),
-        SESSION_TTL_MS,
-        MONTH_PX,
-      ),
-    ).pipe(Effect.map((reply) => int(reply) === 1))
+    const args: Array<Arg> = [1 + budgets.length, k.session(session?.id)]
+    for (const budget of budgets) args.push(k.spend(budget))
+    args.push(
+      now,
+      request.amount,
+      session?.id ?? "",
+      limitArg(session?.budget),
+      hardArg(session?.budget),
+      SESSION_TTL_MS,
+    )
+    for (const budget of budgets)
+      args.push(limitArg(budget.check), hardArg(budget.check), spendPx(budget, now))
+    return send("extend", () => redis.tollgateExtend(...args)).pipe(
+      Effect.map((reply) => (int(reply) === 0 ? undefined : budgetAt(budgets, int(reply)))),
+    )
   }
 
-  const tenantState: StoreService["tenantState"] = (tenant, now) => {
+  const tenantState: StoreService["tenantState"] = (tenant, now, budgets = []) => {
     const k = keys(tenant)
     const minute = Math.floor(now / MINUTE_MS)
     return Effect.tryPromise({
       try: async () => {
         const reply = await redis.tollgateTenantState(
+          6 + budgets.length,
           k.requests(minute),
           k.requests(minute - 1),
           k.tokens(minute),
           k.tokens(minute - 1),
           k.month(monthOf(now)),
           k.sessionIndex,
+          ...budgets.map(k.spend),
           now,
           SESSION_TTL_MS,
         )
-        const ids = reply.slice(6).map(String)
+        const ids = reply.slice(7 + 2 * budgets.length).map(String)
         const pipeline = redis.pipeline()
         for (const id of ids) pipeline.hmget(k.session(id), "spend", "reserved", "last")
         const rows = ids.length === 0 ? [] : ((await pipeline.exec()) ?? [])
@@ -268,6 +303,7 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
           month: monthOf(now),
           monthSpend: int(reply[4]),
           monthReserved: int(reply[5]),
+          budgets: budgets.map((_, i) => ({ spend: int(reply[7 + 2 * i]), reserved: int(reply[8 + 2 * i]) })),
           sessions: sortSessions(sessions),
           requests: { current: int(reply[0]), previous: int(reply[1]) },
           tokens: { current: int(reply[2]), previous: int(reply[3]) },

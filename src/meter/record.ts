@@ -54,6 +54,13 @@ export interface UsageRecord {
    * existed, when read back).
    */
   readonly trace_id: string | null
+  /**
+   * The budget that refused the request (402) or cut its stream:
+   * `tenant.day`, `tenant.week`, `tenant.month`, `key.day`, `key.week`,
+   * `key.month` or `session`; null otherwise (and in records written before
+   * the field existed, when read back).
+   */
+  readonly budget: string | null
 }
 
 /**
@@ -71,7 +78,8 @@ export const encodeRecord = (r: UsageRecord): string =>
   `,"reserved_micro_usd":${jsonNumber(r.reserved_micro_usd)},"cost_micro_usd":${jsonNumber(r.cost_micro_usd)}` +
   `,"usage_estimated":${r.usage_estimated},"incomplete":${r.incomplete},"session":${jsonNullable(r.session)}` +
   `,"duration_ms":${jsonNumber(r.duration_ms)},"error":${jsonNullable(r.error)}` +
-  `,"upstream_endpoint":${jsonNullable(r.upstream_endpoint)},"trace_id":${jsonNullable(r.trace_id)}}\n`
+  `,"upstream_endpoint":${jsonNullable(r.upstream_endpoint)},"trace_id":${jsonNullable(r.trace_id)}` +
+  `,"budget":${jsonNullable(r.budget)}}\n`
 
 const STRING_FIELDS = ["ts", "request_id", "tenant", "key_id", "route", "endpoint"] as const
 const NULLABLE_STRING_FIELDS = ["provider", "model", "session", "error"] as const
@@ -87,7 +95,7 @@ const NUMBER_FIELDS = [
   "duration_ms",
 ] as const
 const BOOLEAN_FIELDS = ["stream", "usage_estimated", "incomplete"] as const
-const LATER_NULLABLE_STRING_FIELDS = ["upstream_endpoint", "trace_id"] as const
+const LATER_NULLABLE_STRING_FIELDS = ["upstream_endpoint", "trace_id", "budget"] as const
 
 /**
  * Decodes one line of the usage file: JSON.parse plus a typeof check per

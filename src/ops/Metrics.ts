@@ -3,7 +3,15 @@ import { collectDefaultMetrics, Registry } from "prom-client"
 import { LiveConfig } from "../config/LiveConfig.js"
 import { BodyBuffers } from "./BodyBuffers.js"
 import { Breakers, type BreakerView } from "../reliability/Breakers.js"
-import { cache1, cache2, cache3, cache4, CounterCells, type CounterCell } from "./cells.js"
+import {
+  cache1,
+  cache2,
+  cache3,
+  cache4,
+  CounterCells,
+  type CounterCell,
+  type HistogramCell,
+} from "./cells.js"
 import { BREAKER_STATE_VALUE, makeInstruments } from "./instruments.js"
 import { Deadlines } from "../reliability/Deadlines.js"
 import { RetryBudget } from "../reliability/RetryBudget.js"
@@ -69,6 +77,10 @@ interface TenantCells {
   readonly cutoff: CounterCell
   readonly sessionsEvicted: CounterCell
   readonly buffersFull: CounterCell
+  readonly queueTimeouts: CounterCell
+  readonly queueWait: HistogramCell
+  /** Requests waiting in the tenant's queue now. */
+  queued: number
 }
 
 /** Builds one registry and the hooks that feed it. */
@@ -92,6 +104,7 @@ export const make = (deps: MetricsDeps): MetricsService => {
     connectionsDropped: new CounterCells(m.connectionsDropped),
     unpriced: new CounterCells(m.unpriced),
     configReloads: new CounterCells(m.configReloads),
+    queueTimeouts: new CounterCells(m.queueTimeouts),
   }
   // Every label value below comes from the config (tenants, routes, targets) or is a status
   // code: never a string a client sent (an unknown route is "").
@@ -134,6 +147,9 @@ export const make = (deps: MetricsDeps): MetricsService => {
     cutoff: counters.budgetCutoffs.add({ tenant }),
     sessionsEvicted: counters.sessionsEvicted.add({ tenant }),
     buffersFull: counters.buffersFull.add({ tenant }),
+    queueTimeouts: counters.queueTimeouts.add({ tenant }),
+    queueWait: m.queueWait.add({ tenant }),
+    queued: 0,
   }))
   for (const tenant of deps.tenants()) tenantCells(tenant)
   let openStreams = 0
@@ -181,6 +197,15 @@ export const make = (deps: MetricsDeps): MetricsService => {
     },
     unpriced: (route, provider, model) => unpricedCell(route, provider, model).inc(),
     configReloaded: (result) => reloads[result].inc(),
+    queueEntered: (tenant) => {
+      tenantCells(tenant).queued++
+    },
+    queueLeft: (tenant, waitedMs, timedOut) => {
+      const cells = tenantCells(tenant)
+      cells.queued--
+      cells.queueWait.observe(waitedMs / 1000)
+      if (timedOut) cells.queueTimeouts.inc()
+    },
   }
 
   /** The failed shared-breaker calls already moved into `tollgate_breaker_store_errors_total`. */
@@ -225,6 +250,7 @@ export const make = (deps: MetricsDeps): MetricsService => {
       m.openRequests.set({ tenant }, bound.open)
       m.overspendBound.set({ tenant }, bound.microUsd)
       m.unboundedRequests.set({ tenant }, bound.unbounded)
+      m.queueLength.set({ tenant }, tenantCells(tenant).queued)
     }
   }
 

@@ -49,6 +49,10 @@ export interface TelemetryService {
   readonly unpriced: (route: string, provider: string, model: string) => void
   /** A config reload (SIGHUP, `POST /admin/reload`) was applied (`ok`) or refused (`error`). */
   readonly configReloaded: (result: "ok" | "error") => void
+  /** A request of `tenant` began waiting in its queue (ADR 0057). */
+  readonly queueEntered: (tenant: string) => void
+  /** It stopped waiting after `waitedMs`: served, gone, or refused when `max_wait` ran out (`timedOut`). */
+  readonly queueLeft: (tenant: string, waitedMs: number, timedOut: boolean) => void
 }
 
 export class Telemetry extends Context.Service<Telemetry, TelemetryService>()("tollgate/ops/Telemetry") {}
@@ -69,4 +73,6 @@ export const noopTelemetry: TelemetryService = {
   streamClosed: noop,
   unpriced: noop,
   configReloaded: noop,
+  queueEntered: noop,
+  queueLeft: noop,
 }

@@ -18,6 +18,9 @@ export const REQUEST_BUCKETS = [
   0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600,
 ]
 
+/** Queue wait buckets, seconds: from a moment to a long `max_wait`. */
+export const QUEUE_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]
+
 /** The numeric value of `tollgate_breaker_state`. */
 export const BREAKER_STATE_VALUE = { closed: 0, half_open: 1, open: 2 } as const
 
@@ -119,6 +122,24 @@ export const makeInstruments = (registry: Registry) => {
       labelNames: ["tenant"] as const,
       registers,
     }),
+    queueTimeouts: new Counter({
+      name: "tollgate_queue_timeouts_total",
+      help: "Requests refused with 429 after waiting limits.queue.max_wait in their tenant's queue.",
+      labelNames: ["tenant"] as const,
+      registers,
+    }),
+    queueLength: new Gauge({
+      name: "tollgate_queue_length",
+      help: "Requests waiting in the tenant's queue on this copy now (for a concurrency place or a rate window).",
+      labelNames: ["tenant"] as const,
+      registers,
+    }),
+    queueWait: new CellHistogram<"tenant">(
+      "tollgate_queue_wait_seconds",
+      "Time requests spent in their tenant's queue, whether then served, gone or refused.",
+      QUEUE_BUCKETS,
+      registers,
+    ),
     // Histograms observed on every request: cells (cells.ts), read at scrape time.
     upstreamLatency: new CellHistogram<"provider" | "model">(
       "tollgate_upstream_latency_seconds",

@@ -54,6 +54,7 @@ export const usageRecord = (fields: Partial<UsageRecord> & { readonly ts: string
   error: null,
   upstream_endpoint: "/v1/messages",
   trace_id: null,
+  budget: null,
   ...fields,
 })
 

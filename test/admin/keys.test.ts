@@ -21,8 +21,21 @@ describe("POST /admin/keys", () => {
     const created = await createKey(h.url, { tenant: "acme", id: "laptop" })
     expect(created.status).toBe(201)
     const body = created.body
-    expect(Object.keys(body).sort()).toEqual(["created_at", "expires_at", "id", "secret", "sha256", "tenant"])
-    expect(body).toMatchObject({ id: "laptop", tenant: "acme", expires_at: null })
+    expect(Object.keys(body).sort()).toEqual([
+      "budgets",
+      "created_at",
+      "expires_at",
+      "id",
+      "secret",
+      "sha256",
+      "tenant",
+    ])
+    expect(body).toMatchObject({
+      id: "laptop",
+      tenant: "acme",
+      expires_at: null,
+      budgets: { day: null, week: null, month: null },
+    })
     expect(body.secret).toMatch(keyPattern)
     expect(body.sha256).toBe(hashKey(body.secret))
     expect(body.created_at).toMatch(ISO)
@@ -76,6 +89,10 @@ describe("POST /admin/keys", () => {
       [{ tenant: "acme", id: "x", expires_at: 1893456000000 }, "expires_at"],
       [{ tenant: "acme", id: "x", expires_at: "2020-01-01T00:00:00Z" }, "expires_at"],
       [{ tenant: "acme", id: "x", scope: "all" }, "scope"],
+      [{ tenant: "acme", id: "x", budgets: [] }, "budgets"],
+      [{ tenant: "acme", id: "x", budgets: { session: { limit_usd: 1, mode: "hard" } } }, "budgets"],
+      [{ tenant: "acme", id: "x", budgets: { day: { limit_usd: -1, mode: "hard" } } }, "budgets"],
+      [{ tenant: "acme", id: "x", budgets: { day: { limit_usd: 1 } } }, "budgets"],
     ]
     for (const [body, param] of cases) {
       const answer = await createKey(h.url, body)
@@ -88,6 +105,42 @@ describe("POST /admin/keys", () => {
   })
 })
 
+describe("POST /admin/keys with budgets", () => {
+  it("a runtime key's hard day budget refuses with 402 naming it; the list shows it in micro-USD", async () => {
+    const created = await createKey(h.url, {
+      tenant: "acme",
+      id: "capped",
+      budgets: { day: { limit_usd: 0.0001, mode: "hard" }, month: { limit_usd: 2.5, mode: "soft" } },
+    })
+    expect(created.status).toBe(201)
+    expect(created.body.budgets).toEqual({
+      day: { limit_micro_usd: 100, limit_usd: 0.0001, mode: "hard" },
+      week: null,
+      month: { limit_micro_usd: 2_500_000, limit_usd: 2.5, mode: "soft" },
+    })
+    // One request fits the day's 100 micro-USD; the next is refused by the key's day budget.
+    expect(await status(h.url, created.body.secret)).toBe(200)
+    expect(await status(h.url, created.body.secret)).toBe(402)
+    expect(h.records().at(-1)).toMatchObject({ key_id: "capped", status: 402, budget: "key.day" })
+    const listed = (await listKeys(h.url)).body.keys.find((k: { id: string }) => k.id === "capped")
+    expect(listed.budgets).toEqual(created.body.budgets)
+  })
+
+  it("a bad budget is a 400 that says which field and why", async () => {
+    const answer = await createKey(h.url, {
+      tenant: "acme",
+      id: "bad",
+      budgets: { week: { limit_usd: "ten", mode: "hard" } },
+    })
+    expect(answer.status).toBe(400)
+    expect(answer.body.error).toEqual({
+      type: "invalid_request_error",
+      param: "budgets",
+      message: "budgets.week.limit_usd: must be a non-negative number of USD, e.g. 5 or 0.25",
+    })
+  })
+})
+
 describe("GET /admin/keys", () => {
   it("lists config and runtime keys with their source and no secret; ?tenant= narrows it", async () => {
     const created = await createKey(h.url, { tenant: "beta", id: "listed" })
@@ -96,6 +149,7 @@ describe("GET /admin/keys", () => {
     const keys: Array<Record<string, unknown>> = all.body.keys
     for (const key of keys) {
       expect(Object.keys(key).sort()).toEqual([
+        "budgets",
         "created_at",
         "expires_at",
         "id",

@@ -1,6 +1,7 @@
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { generateKey, hashKey } from "../../src/keys/keys.js"
+import { dayPeriod, weekPeriod } from "../../src/limits/periods.js"
 import { monthOf } from "../../src/limits/Store.js"
 import type { UsageRecord } from "../../src/meter/record.js"
 import { startHarness, UPSTREAM_KEY_ENV, type Harness } from "../support/harness.js"
@@ -52,10 +53,14 @@ beforeAll(async () => {
         },
         tenants: {
           acme: {
-            keys: [{ id: "ci", sha256: keyHash }],
+            keys: [{ id: "ci", sha256: keyHash, budgets: { week: { limit_usd: 10, mode: "hard" } } }],
             routes: "*",
             limits: { requests_per_minute: 100, tokens_per_minute: 1_000_000 },
-            budgets: { month: { limit_usd: 50, mode: "hard" }, session: { limit_usd: 5, mode: "soft" } },
+            budgets: {
+              day: { limit_usd: 20, mode: "soft" },
+              month: { limit_usd: 50, mode: "hard" },
+              session: { limit_usd: 5, mode: "soft" },
+            },
           },
           globex: { keys: [{ id: "web", sha256: hashKey(globexKey) }], routes: ["claude"] },
         },
@@ -119,8 +124,47 @@ describe("/admin/tenants", () => {
     expect(tenants.map((t) => t.name)).toEqual(["acme", "globex"])
     const [acme, globex] = tenants as [TenantBody, TenantBody]
 
+    const day = dayPeriod(Date.now())
+    const week = weekPeriod(Date.now())
+    const within = (p: { from: number; until: number }) => (r: UsageRecord) =>
+      r.tenant === "acme" && Date.parse(r.ts) >= p.from && Date.parse(r.ts) < p.until
+    const acmeDay = spendOf(records, within(day))
+    const ciWeek = spendOf(records, (r) => within(week)(r) && r.key_id === "ci")
+    expect(acmeDay).toBeGreaterThan(0)
+    expect(acme.budgets).toEqual({
+      day: {
+        limit_micro_usd: 20_000_000,
+        limit_usd: 20,
+        mode: "soft",
+        period: day.id,
+        spend_micro_usd: acmeDay,
+        reserved_micro_usd: 0,
+        remaining_micro_usd: 20_000_000 - acmeDay,
+      },
+      week: null,
+      month: expect.objectContaining({ limit_micro_usd: 50_000_000, period: monthOf(Date.now()) }),
+      session: { limit_micro_usd: 5_000_000, limit_usd: 5, mode: "soft" },
+    })
+    expect(acme.keys).toEqual([
+      {
+        id: "ci",
+        source: "config",
+        budgets: {
+          day: null,
+          week: {
+            limit_micro_usd: 10_000_000,
+            limit_usd: 10,
+            mode: "hard",
+            period: week.id,
+            spend_micro_usd: ciWeek,
+            reserved_micro_usd: 0,
+            remaining_micro_usd: 10_000_000 - ciWeek,
+          },
+          month: null,
+        },
+      },
+    ])
     expect(acme).toMatchObject({
-      keys: ["ci"],
       routes: "*",
       limits: { requests_per_minute: 100, tokens_per_minute: 1_000_000, concurrent_requests: null },
       budgets: {
@@ -153,7 +197,7 @@ describe("/admin/tenants", () => {
 
     expect(globex).toMatchObject({
       routes: ["claude"],
-      limits: { requests_per_minute: null, tokens_per_minute: null, concurrent_requests: null },
+      limits: { requests_per_minute: null, tokens_per_minute: null, concurrent_requests: null, queue: null },
       budgets: { month: null, session: null },
       month: { spend_micro_usd: spendOf(records, (r) => r.tenant === "globex"), remaining_micro_usd: null },
       sessions: [{ id: expect.stringMatching(/^d-[0-9a-f]{24}$/) }],

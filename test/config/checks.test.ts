@@ -149,6 +149,20 @@ describe("config validate rejects", () => {
     }),
   )
 
+  it.effect("a key's budget needs prices too: the problem names the key's budgets", () =>
+    Effect.gen(function* () {
+      let raw = patch(
+        baseConfig(),
+        ["routes", "claude", "targets"],
+        [target("anthropic"), target("anthropic", "claude-opus-9")],
+      )
+      raw = patch(raw, ["tenants", "acme", "keys", 0, "budgets"], { day: { limit_usd: 1, mode: "hard" } })
+      assert.deepStrictEqual(yield* problemsOf(raw), [
+        'tenants.acme.keys[0].budgets: routes.claude.targets[1] (provider "anthropic", model "claude-opus-9") has no price in /etc/tollgate/pricing.yaml',
+      ])
+    }),
+  )
+
   it.effect("a missing price only matters to tenants with a budget that reach the target", () =>
     Effect.gen(function* () {
       let raw = patch(baseConfig(), ["routes", "opus"], {

@@ -75,6 +75,56 @@ describe("money", () => {
       assert.deepStrictEqual(budgets.session, { limitMicroUsd: 1, mode: "soft" })
     }),
   )
+
+  it.effect(
+    "day and week budgets of the tenant and day, week, month budgets of a key decode to micro-USD",
+    () =>
+      Effect.gen(function* () {
+        let raw = patch(baseConfig(), ["tenants", "acme", "budgets"], {
+          day: { limit_usd: 5, mode: "hard" },
+          week: { limit_usd: 20.5, mode: "soft" },
+        })
+        raw = patch(raw, ["tenants", "acme", "keys", 0, "budgets"], {
+          day: { limit_usd: 0.25, mode: "hard" },
+          month: { limit_usd: 100, mode: "soft" },
+        })
+        const { config } = yield* decode(raw)
+        const acme = config.tenants.get("acme")!
+        assert.deepStrictEqual(acme.budgets, {
+          day: { limitMicroUsd: 5_000_000, mode: "hard" },
+          week: { limitMicroUsd: 20_500_000, mode: "soft" },
+          month: undefined,
+          session: undefined,
+        })
+        assert.deepStrictEqual(acme.keys[0]!.budgets, {
+          day: { limitMicroUsd: 250_000, mode: "hard" },
+          week: undefined,
+          month: { limitMicroUsd: 100_000_000, mode: "soft" },
+        })
+      }),
+  )
+
+  it.effect("bad day, week and key budgets are each reported with their path", () =>
+    Effect.gen(function* () {
+      let raw = patch(baseConfig(), ["tenants", "acme", "budgets"], {
+        day: { limit_usd: -1, mode: "hard" },
+        week: { limit_usd: 1 },
+        year: { limit_usd: 1, mode: "hard" },
+      })
+      raw = patch(raw, ["tenants", "acme", "keys", 0, "budgets"], {
+        day: { limit_usd: 1, mode: "strict" },
+        session: { limit_usd: 1, mode: "hard" },
+      })
+      // All at once, each with its path (in the decoder's order; sorted here).
+      assert.deepStrictEqual([...(yield* problemsOf(raw))].sort(), [
+        "tenants.acme.budgets.day.limit_usd: must be a non-negative number of USD, e.g. 5 or 0.25",
+        "tenants.acme.budgets.week.mode: is required",
+        "tenants.acme.budgets.year: unknown key (expected one of: day, week, month, session)",
+        'tenants.acme.keys[0].budgets.day.mode: must be "hard" or "soft"',
+        "tenants.acme.keys[0].budgets.session: unknown key (expected one of: day, week, month)",
+      ])
+    }),
+  )
 })
 
 describe("leaf values", () => {
@@ -311,10 +361,10 @@ describe("defaults", () => {
       const acme = config.tenants.get("acme")!
       assert.deepStrictEqual(acme, {
         name: "acme",
-        keys: [{ id: "ci", sha256: HASH_A }],
+        keys: [{ id: "ci", sha256: HASH_A, budgets: { day: undefined, week: undefined, month: undefined } }],
         routes: "*",
         limits: { requestsPerMinute: undefined, tokensPerMinute: undefined, concurrentRequests: undefined },
-        budgets: { month: undefined, session: undefined },
+        budgets: { day: undefined, week: undefined, month: undefined, session: undefined },
       })
     }),
   )

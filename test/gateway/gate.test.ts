@@ -18,7 +18,12 @@ const tenant = (
     concurrentRequests: undefined,
     ...limits,
   },
-  budgets: { month: month as TenantConfig["budgets"]["month"], session: undefined },
+  budgets: {
+    day: undefined,
+    week: undefined,
+    month: month as TenantConfig["budgets"]["month"],
+    session: undefined,
+  },
 })
 
 describe("the buffer budget", () => {
@@ -52,7 +57,7 @@ describe("admission before the body", () => {
     expect(gate.enter(a, "/v1/messages")).toBeUndefined()
     const refused = gate.enter(a, "/v1/messages")
     expect(refused).toBeInstanceOf(RateLimited)
-    expect(refused?.message).toContain("concurrent_requests")
+    expect((refused as RateLimited).message).toContain("concurrent_requests")
     for (let i = 0; i < 100; i++) expect(gate.enter(b, "/v1/messages")).toBeUndefined()
     gate.leave(a)
     expect(gate.inFlight("a")).toBe(1)

@@ -6,7 +6,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { decodeEvent, encodeEvent, makeFileKeys, replay, type KeyEvent } from "../../src/keys/fileKeys.js"
 import { hashKey } from "../../src/keys/keys.js"
-import { FILE_FLUSH_MS, type RuntimeKey } from "../../src/keys/KeyStore.js"
+import { FILE_FLUSH_MS, NO_KEY_BUDGETS, type RuntimeKey } from "../../src/keys/KeyStore.js"
 import { decodeKey } from "../../src/keys/redisKeys.js"
 import { KeyTable, LastUse } from "../../src/keys/table.js"
 
@@ -23,6 +23,7 @@ const key = (fields: Partial<RuntimeKey> = {}): RuntimeKey => ({
   createdAt: T0,
   expiresAt: null,
   revokedAt: null,
+  budgets: NO_KEY_BUDGETS,
   ...fields,
 })
 
@@ -37,6 +38,7 @@ describe("file key store", () => {
           id: "short",
           sha256: sha("short"),
           expiresAt: T0 + 1_000,
+          budgets: NO_KEY_BUDGETS,
         })
         assert.strictEqual(created.createdAt, T0)
         assert.strictEqual(store.find(sha("short"))?.id, "short")
@@ -54,7 +56,13 @@ describe("file key store", () => {
       Effect.gen(function* () {
         yield* TestClock.setTime(T0)
         const store = yield* makeFileKeys(tempFile())
-        yield* store.create({ tenant: "acme", id: "a", sha256: sha("a"), expiresAt: null })
+        yield* store.create({
+          tenant: "acme",
+          id: "a",
+          sha256: sha("a"),
+          expiresAt: null,
+          budgets: NO_KEY_BUDGETS,
+        })
         yield* TestClock.adjust("2 seconds")
         const revoked = yield* store.revoke("acme", "a")
         assert.strictEqual(revoked.revokedAt, T0 + 2_000)
@@ -62,7 +70,13 @@ describe("file key store", () => {
         yield* TestClock.adjust("2 seconds")
         assert.strictEqual((yield* store.revoke("acme", "a")).revokedAt, T0 + 2_000)
         const again = yield* Effect.exit(
-          store.create({ tenant: "acme", id: "a", sha256: sha("b"), expiresAt: null }),
+          store.create({
+            tenant: "acme",
+            id: "a",
+            sha256: sha("b"),
+            expiresAt: null,
+            budgets: NO_KEY_BUDGETS,
+          }),
         )
         assert.isTrue(Exit.isFailure(again))
         const missing = yield* Effect.flip(store.revoke("acme", "nope"))
@@ -96,7 +110,13 @@ describe("file key store", () => {
             yield* TestClock.adjust(`${FILE_FLUSH_MS} millis`)
             // No runtime key yet, so no file.
             assert.isFalse(existsSync(file))
-            yield* store.create({ tenant: "acme", id: "rt", sha256: sha("rt"), expiresAt: null })
+            yield* store.create({
+              tenant: "acme",
+              id: "rt",
+              sha256: sha("rt"),
+              expiresAt: null,
+              budgets: NO_KEY_BUDGETS,
+            })
             yield* TestClock.adjust("1 second")
             store.used("acme", "rt")
             assert.strictEqual(usedLines().length, 0)
@@ -186,6 +206,40 @@ describe("events and tables", () => {
     assert.deepStrictEqual(decodeKey("acme", "k", json, undefined), key())
     assert.deepStrictEqual(decodeKey("acme", "k", json, String(T0 + 7)), key({ revokedAt: T0 + 7 }))
     assert.isUndefined(decodeKey("acme", "k", "{", undefined))
+  })
+
+  it("a key's budgets survive the keys file and the Redis hash, in integer micro-USD", () => {
+    const budgets = {
+      day: { limitMicroUsd: 2_500_000, mode: "hard" as const },
+      week: undefined,
+      month: { limitMicroUsd: 40_000_000, mode: "soft" as const },
+    }
+    const line = encodeEvent({ event: "created", key: key({ budgets }) })
+    assert.include(
+      line,
+      '"budgets":{"day":{"limit_micro_usd":2500000,"mode":"hard"},"month":{"limit_micro_usd":40000000,"mode":"soft"}}',
+    )
+    assert.deepStrictEqual(decodeEvent(line.trimEnd()), { event: "created", key: key({ budgets }) })
+    // A key without budgets writes none (older lines read back with none).
+    assert.notInclude(encodeEvent({ event: "created", key: key() }), "budgets")
+    const json = JSON.stringify({
+      sha256: sha("k"),
+      created_at: T0,
+      expires_at: null,
+      budgets: {
+        day: { limit_micro_usd: 2_500_000, mode: "hard" },
+        month: { limit_micro_usd: 40_000_000, mode: "soft" },
+      },
+    })
+    assert.deepStrictEqual(decodeKey("acme", "k", json, undefined), key({ budgets }))
+    // Budgets not in that form make the entry unreadable rather than a key without its limits.
+    const bad = JSON.stringify({
+      sha256: sha("k"),
+      created_at: T0,
+      expires_at: null,
+      budgets: { day: { limit_micro_usd: 1.5, mode: "hard" } },
+    })
+    assert.isUndefined(decodeKey("acme", "k", bad, undefined))
   })
 
   it("the table finds live keys only, and a replaced key leaves no stale hash behind", () => {

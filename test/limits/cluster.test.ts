@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Fiber, Layer } from "effect"
 import { TestClock } from "effect/testing"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -58,18 +58,36 @@ const stores = {
 const threeCopies = (
   kind: keyof typeof stores,
   tenant: Record<string, unknown>,
-  options: { scenario?: string; reservationOutputTokens?: number } = {},
+  options: {
+    scenario?: string
+    reservationOutputTokens?: number
+    /** The `budgets` of key "ci"; with them the tenant also gets a key "batch" without budgets of its own. */
+    ciBudgets?: Record<string, unknown>
+  } = {},
 ) =>
   Effect.gen(function* () {
     const fake = yield* fakeProvider(options.scenario)
     const key = generateKey()
+    const batchKey = generateKey()
     const dir = mkdtempSync(join(tmpdir(), "tollgate-cluster-"))
     const name = `acme-${Math.random().toString(36).slice(2, 8)}`
     const raw = copyConfig({
       fake,
       keyHash: hashKey(key),
       dir,
-      tenants: { [name]: { keys: [{ id: "ci", sha256: hashKey(key) }], routes: "*", ...tenant } },
+      tenants: {
+        [name]: {
+          keys:
+            options.ciBudgets === undefined
+              ? [{ id: "ci", sha256: hashKey(key) }]
+              : [
+                  { id: "ci", sha256: hashKey(key), budgets: options.ciBudgets },
+                  { id: "batch", sha256: hashKey(batchKey) },
+                ],
+          routes: "*",
+          ...tenant,
+        },
+      },
       ...(options.reservationOutputTokens === undefined
         ? {}
         : { reservationOutputTokens: options.reservationOutputTokens }),
@@ -77,7 +95,7 @@ const threeCopies = (
     const store = stores[kind]()
     const urls = yield* Effect.all([0, 1, 2].map(() => startCopy(raw, dir, store.layer())))
     const view = yield* store.view
-    return { urls, key, fake, tenant: name, view }
+    return { urls, key, batchKey, fake, tenant: name, view }
   })
 
 for (const kind of ["memory", "redis", "redis cluster"] as const) {
@@ -153,6 +171,57 @@ for (const kind of ["memory", "redis", "redis cluster"] as const) {
           assert.strictEqual(state.monthReserved, 0)
           assert.strictEqual(spend, 89_012)
           assert.isAtMost(spend, 10_000 + 44 * (202 - 22) * 10)
+        }),
+    )
+
+    it.effect(
+      "a key's day budget inside the tenant's month: 22 + 22 admitted, the key spends 44,506 within 44,600, the tenant 89,012 within 89,200",
+      () =>
+        Effect.gen(function* () {
+          yield* TestClock.setTime(START + 10_000)
+          // As above: each request reserves 223 micro-USD and costs 2,023; each overspends its reservation by
+          // (202 − 22) × 10 = 1,800. Key "ci" has a hard day budget of 5,000 inside the tenant's hard month of
+          // 10,000; key "batch" has none of its own. The fake holds every response for two seconds.
+          const { urls, key, batchKey, fake, tenant, view } = yield* threeCopies(
+            kind,
+            { budgets: { month: { limit_usd: 0.01, mode: "hard" } } },
+            {
+              scenario: "max-tokens,delay:2000",
+              reservationOutputTokens: 22,
+              ciBudgets: { day: { limit_usd: 0.005, mode: "hard" } },
+            },
+          )
+          const burst = (k: string) =>
+            Effect.all(
+              Array.from({ length: 60 }, (_, i) => sendTo(urls[i % 3]!, k, { max_tokens: 202 })),
+              { concurrency: "unbounded" },
+            )
+          // Key "ci" first: its day budget binds at 22 open requests (22 × 223 = 4,906 ≤ 5,000 < 23 × 223).
+          const ci = yield* Effect.forkChild(burst(key))
+          yield* Effect.promise(async () => {
+            while (fake.requests().count < 22) await new Promise((resolve) => setTimeout(resolve, 5))
+          })
+          // While those 22 are open, key "batch" meets the tenant's month: (10,000 − 4,906) / 223 → 22 more.
+          const batch = yield* burst(batchKey)
+          const ciStatuses = yield* Fiber.join(ci)
+          const count = (statuses: ReadonlyArray<number>, status: number) =>
+            statuses.filter((s) => s === status).length
+          assert.deepStrictEqual([count(ciStatuses, 200), count(ciStatuses, 402)], [22, 38])
+          assert.deepStrictEqual([count(batch, 200), count(batch, 402)], [22, 38])
+          assert.strictEqual(fake.requests().count, 44)
+          const state = yield* view.tenantState(tenant, START + 10_000, [
+            { name: "day", key: "ci", period: "2026-12-02" },
+          ])
+          // The key's bound: its limit plus the excess of its own open requests.
+          assert.deepStrictEqual(state.budgets, [{ spend: 22 * 2_023, reserved: 0 }])
+          assert.strictEqual(state.budgets[0]!.spend, 44_506)
+          assert.isAtMost(44_506, 5_000 + 22 * (202 - 22) * 10)
+          assert.strictEqual(5_000 + 22 * (202 - 22) * 10, 44_600)
+          // The tenant's bound: its limit plus the excess of all its open requests, both keys'.
+          assert.strictEqual(state.monthReserved, 0)
+          assert.strictEqual(state.monthSpend, 89_012)
+          assert.isAtMost(state.monthSpend, 10_000 + 44 * (202 - 22) * 10)
+          assert.strictEqual(10_000 + 44 * (202 - 22) * 10, 89_200)
         }),
     )
   })

@@ -14,6 +14,8 @@ import { startHarness, UPSTREAM_KEY_ENV, type Harness } from "../support/harness
 interface TenantSetup {
   readonly limits?: Record<string, number>
   readonly budgets?: Record<string, unknown>
+  /** The `budgets` of key "ci" (the harness key). */
+  readonly keyBudgets?: Record<string, unknown>
   readonly reservation?: number
   readonly targets?: ReadonlyArray<{ provider: "a" | "b"; model: string }>
   readonly scenarioA?: string
@@ -54,7 +56,7 @@ const start = async (
       },
       tenants: {
         acme: {
-          keys: [{ id: "ci", sha256: keyHash }],
+          keys: [{ id: "ci", sha256: keyHash, ...(setup.keyBudgets ? { budgets: setup.keyBudgets } : {}) }],
           routes: "*",
           ...(setup.limits ? { limits: setup.limits } : {}),
           ...(setup.budgets ? { budgets: setup.budgets } : {}),
@@ -235,6 +237,72 @@ describe("budgets through the gateway", () => {
   })
 })
 
+describe("day, week and key budgets through the gateway (issue #19)", () => {
+  it("a key's hard day budget answers 402 naming it; the record's budget is key.day", async () => {
+    const harness = await start({
+      budgets: { month: { limit_usd: 100, mode: "hard" } },
+      keyBudgets: { day: { limit_usd: 0.0002, mode: "hard" } },
+    })
+    // "hello" with max_tokens 8 reserves 2 × 3 + 8 × 10 = 86 micro-USD; 200 fit two.
+    expect((await post(harness, {})).status).toBe(200)
+    expect((await post(harness, {})).status).toBe(200)
+    const refused = await post(harness, {})
+    expect(refused.status).toBe(402)
+    expect(refused.json()).toEqual({
+      type: "error",
+      error: { type: "budget_exceeded", message: "the key's day budget has no money left for this request" },
+    })
+    expect(harness.fakes[0]!.requests().count).toBe(2)
+    expect(last()).toMatchObject({
+      status: 402,
+      error: "budget_exceeded",
+      budget: "key.day",
+      cost_micro_usd: 0,
+    })
+    expect(
+      harness
+        .records()
+        .slice(0, 2)
+        .map((r) => r.budget),
+    ).toEqual([null, null])
+  })
+
+  it("a hard tenant week budget refuses every key; the record's budget is tenant.week", async () => {
+    const harness = await start({ budgets: { week: { limit_usd: 0.0001, mode: "hard" } } })
+    expect((await post(harness, {})).status).toBe(200)
+    const refused = await post(harness, {})
+    expect(refused.status).toBe(402)
+    expect(refused.json()).toMatchObject({
+      error: { message: "the tenant's week budget has no money left for this request" },
+    })
+    expect(last()).toMatchObject({ status: 402, budget: "tenant.week" })
+  })
+
+  it("the stream cutoff by a key's month budget ends the stream and the record names key.month", async () => {
+    const harness = await start({
+      keyBudgets: { month: { limit_usd: 0.003, mode: "hard" } },
+      reservation: 10,
+    })
+    const response = await post(
+      harness,
+      { stream: true, max_tokens: 5000 },
+      { "x-fake-scenario": "max-tokens" },
+    )
+    expect(response.status).toBe(200)
+    expect(response.text).toContain('"type":"budget_exceeded"')
+    expect(response.text).not.toContain("message_stop")
+    const record = last()
+    expect(record).toMatchObject({ incomplete: true, error: "budget_exceeded", budget: "key.month" })
+    const month = new Date().toISOString().slice(0, 7)
+    const { budgets } = await Effect.runPromise(
+      store.tenantState("acme", Date.now(), [{ name: "month", key: "ci", period: month }]),
+    )
+    expect(budgets[0]!.reserved).toBe(0)
+    expect(budgets[0]!.spend).toBe(record.cost_micro_usd)
+    expect(budgets[0]!.spend).toBeLessThan(3_000 + 1_000)
+  })
+})
+
 describe("sessions", () => {
   it("an invalid x-tollgate-session is a 400 in the API's format", async () => {
     const harness = await start()
@@ -299,6 +367,7 @@ describe("restart", () => {
       error: null,
       upstream_endpoint: "/v1/messages",
       trace_id: null,
+      budget: null,
     }
     const lastMonth = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() - 1, 15)).toISOString()
     writeFileSync(

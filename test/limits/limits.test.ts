@@ -6,7 +6,7 @@ import { Config, makeTestConfig } from "../../src/config/Config.js"
 import type { TenantConfig } from "../../src/config/model.js"
 import * as Limits from "../../src/limits/Limits.js"
 import { makeMemoryStore } from "../../src/limits/memoryStore.js"
-import { Store } from "../../src/limits/Store.js"
+import { Store, StoreError, type StoreService } from "../../src/limits/Store.js"
 import { noopTelemetry, Telemetry, type TelemetryService } from "../../src/ops/Telemetry.js"
 
 /** The Limits facade and the per-tenant session cap (`sessions.max_per_tenant`). */
@@ -16,7 +16,7 @@ const tenant: TenantConfig = {
   keys: [],
   routes: "*",
   limits: { requestsPerMinute: undefined, tokensPerMinute: undefined, concurrentRequests: undefined },
-  budgets: { month: undefined, session: undefined },
+  budgets: { day: undefined, week: undefined, month: undefined, session: undefined },
 }
 
 /** Telemetry that records the `sessionsEvicted` calls (and ignores the rest). */
@@ -102,7 +102,7 @@ describe("Limits: admission before the body learns from the store's answers", ()
   const hardTenant: TenantConfig = {
     ...tenant,
     name: "spent",
-    budgets: { month: { limitMicroUsd: 100, mode: "hard" }, session: undefined },
+    budgets: { ...tenant.budgets, month: { limitMicroUsd: 100, mode: "hard" } },
   }
 
   it.effect("a refusal read before midnight and answered after it does not lock the new month", () =>
@@ -115,7 +115,7 @@ describe("Limits: admission before the body learns from the store's answers", ()
         tenant: "spent",
         now,
         minute: first.admitted.minute,
-        month: first.admitted.month,
+        budgets: first.budgets,
         sessionId: undefined,
         reserved: 100,
         cost: 100,
@@ -165,5 +165,91 @@ describe("Limits: admission before the body learns from the store's answers", ()
         assert.strictEqual(limits.enter(limited, "/v1/messages"), undefined)
         assert.strictEqual((yield* limits.admit({ ...input(undefined), tenant: limited })).via, "store")
       }),
+  )
+})
+
+describe("Limits: day, week and key budgets (issue #19)", () => {
+  const hard = (limitMicroUsd: number) => ({ limitMicroUsd, mode: "hard" as const })
+  const noKeyBudgets = { day: undefined, week: undefined, month: undefined }
+  const weekly: TenantConfig = {
+    ...tenant,
+    name: "weekly",
+    budgets: { ...tenant.budgets, week: hard(400) },
+  }
+  const ci = { keyId: "ci", keyBudgets: { ...noKeyBudgets, day: hard(250) } }
+  const other = { keyId: "other", keyBudgets: noKeyBudgets }
+
+  it.effect("a key's day budget refuses with 402 naming it; the tenant's week refuses the other key", () =>
+    Effect.gen(function* () {
+      const store = makeMemoryStore()
+      const limits = Limits.make(store, () => Date.UTC(2026, 11, 2, 10, 0, 0))
+      const admit = (key: Limits.AdmissionKey) => limits.admit({ ...input(undefined), tenant: weekly, key })
+      const first = yield* admit(ci)
+      assert.deepStrictEqual(
+        first.budgets.map((b) => [b.name, b.key ?? null, b.period, b.check?.limit ?? null]),
+        [
+          ["day", "ci", "2026-12-02", 250],
+          ["week", null, "2026-W49", 400],
+          ["month", null, "2026-12", null],
+        ],
+      )
+      assert.isTrue(first.hard)
+      yield* admit(ci)
+      const byKey = yield* Effect.flip(admit(ci))
+      if (byKey._tag !== "BudgetExceeded") return assert.fail(`expected BudgetExceeded, got ${byKey._tag}`)
+      assert.strictEqual(byKey.budget, "key.day")
+      assert.strictEqual(byKey.message, "the key's day budget has no money left for this request")
+      // The week holds 200 of ci's; the other key has no budget of its own, so the tenant's week stops it at 400.
+      yield* admit(other)
+      yield* admit(other)
+      const byTenant = yield* Effect.flip(admit(other))
+      if (byTenant._tag !== "BudgetExceeded")
+        return assert.fail(`expected BudgetExceeded, got ${byTenant._tag}`)
+      assert.strictEqual(byTenant.budget, "week")
+      assert.strictEqual(byTenant.message, "the tenant's week budget has no money left for this request")
+    }),
+  )
+
+  it.effect(
+    "settle goes to the day the request reserved in, after midnight too; extend names the key's day",
+    () =>
+      Effect.gen(function* () {
+        const store = makeMemoryStore()
+        let now = Date.UTC(2026, 11, 2, 23, 59, 59, 900)
+        const limits = Limits.make(store, () => now)
+        const admission = yield* limits.admit({ ...input(undefined), tenant: weekly, key: ci })
+        assert.deepStrictEqual(yield* limits.extend(admission, 200), { refused: "key.day" })
+        assert.strictEqual(yield* limits.extend(admission, 150), "extended")
+        now = Date.UTC(2026, 11, 3, 0, 0, 0, 100)
+        yield* limits.settle(admission, 180, 10)
+        const state = yield* store.tenantState("weekly", now, [
+          { name: "day", key: "ci", period: "2026-12-02" },
+          { name: "day", key: "ci", period: "2026-12-03" },
+          { name: "week", key: undefined, period: "2026-W49" },
+        ])
+        assert.deepStrictEqual(state.budgets, [
+          { spend: 180, reserved: 0 },
+          { spend: 0, reserved: 0 },
+          { spend: 180, reserved: 0 },
+        ])
+        // The new day starts at 0: the key may reserve its whole day budget again.
+        const next = yield* limits.admit({ ...input(undefined), tenant: weekly, key: ci, reserve: 200 })
+        assert.strictEqual(next.budgets[0]!.period, "2026-12-03")
+      }),
+  )
+
+  it.effect("while the store is down a key's hard budget gets 503, a key without one is served locally", () =>
+    Effect.gen(function* () {
+      const down: StoreService = {
+        ...makeMemoryStore(),
+        admit: () => Effect.fail(new StoreError({ message: "down" })),
+      }
+      const limits = Limits.make(down, () => Date.UTC(2026, 11, 2, 10, 0, 0))
+      const refused = yield* Effect.flip(limits.admit({ ...input(undefined), key: ci }))
+      assert.strictEqual(refused._tag, "StoreUnavailable")
+      const local = yield* limits.admit({ ...input(undefined), key: other })
+      assert.strictEqual(local.via, "local")
+      assert.deepStrictEqual(local.budgets, [])
+    }),
   )
 })

@@ -11,6 +11,7 @@ import { layerRedis } from "../../src/limits/redisStore.js"
 import { Store } from "../../src/limits/Store.js"
 import { startRedisCluster, type RedisClusterHandle } from "../support/redis.js"
 import { storeSuite } from "./store.conformance.js"
+import { periodic } from "./store.fixture.js"
 
 let cluster: RedisClusterHandle
 
@@ -37,7 +38,11 @@ describe("the store on a Redis Cluster", () => {
           tokensPerMinute: 1_000,
           tokenCost: 10,
           reserve: 5,
-          month: { limit: 1_000_000, hard: true },
+          budgets: [
+            periodic("day", "k", { limit: 1_000_000, hard: true }, now),
+            periodic("week", undefined, { limit: 1_000_000, hard: true }, now),
+            periodic("month", undefined, { limit: 1_000_000, hard: true }, now),
+          ],
           session: { id: `s-${i}`, budget: { limit: 100, hard: true } },
           maxSessions: 10,
         })

@@ -8,7 +8,7 @@ import { assert, describe } from "@effect/vitest"
 import { Effect, type Layer } from "effect"
 import { TestClock } from "effect/testing"
 import { Store } from "../../src/limits/Store.js"
-import { budgetCases } from "./store.budgets.js"
+import { budgetCases, periodBudgetCases } from "./store.budgets.js"
 import { sessionCapCases } from "./store.sessionCap.js"
 import { admitted, admitUntilRefused, hard, refusedWith, storeTest } from "./store.fixture.js"
 
@@ -41,7 +41,7 @@ export const storeSuite = (name: string, layer: () => Layer.Layer<Store, unknown
         assert.strictEqual(admitted(yield* f.admit({ reserve: 100, month: hard(1_000) })).monthSpend, 250)
         // A budget refusal reports it too; a refusal before the month is read does not.
         assert.strictEqual(
-          refusedWith(yield* f.admit({ reserve: 900, month: hard(1_000) }), "month_budget").monthSpend,
+          refusedWith(yield* f.admit({ reserve: 900, month: hard(1_000) }), "month").monthSpend,
           250,
         )
         admitted(yield* f.admit({ requestsPerMinute: 5 }))
@@ -89,17 +89,17 @@ export const storeSuite = (name: string, layer: () => Layer.Layer<Store, unknown
         const wide = { ...all, requestsPerMinute: 10 }
         refusedWith(yield* f.admit({ ...wide, tokenCost: 101, reserve: 100 }), "tokens_too_large")
         refusedWith(yield* f.admit({ ...wide, tokenCost: 1, reserve: 100 }), "tokens")
-        refusedWith(yield* f.admit({ ...wide, tokenCost: 0, reserve: 6 }), "month_budget")
+        refusedWith(yield* f.admit({ ...wide, tokenCost: 0, reserve: 6 }), "month")
         const session = { id: "s", budget: hard(1) }
-        refusedWith(yield* f.admit({ ...wide, tokenCost: 0, reserve: 5, session }), "session_budget")
+        refusedWith(yield* f.admit({ ...wide, tokenCost: 0, reserve: 5, session }), "session")
       }))
 
     test("a refused request counts nothing: no rate counter, no reservation, no session", (f) =>
       Effect.gen(function* () {
         const limits = { requestsPerMinute: 10, tokensPerMinute: 1000, tokenCost: 50 }
-        refusedWith(yield* f.admit({ ...limits, reserve: 200, month: hard(100) }), "month_budget")
+        refusedWith(yield* f.admit({ ...limits, reserve: 200, month: hard(100) }), "month")
         const session = { id: "sess-1", budget: hard(100) }
-        refusedWith(yield* f.admit({ ...limits, reserve: 200, session }), "session_budget")
+        refusedWith(yield* f.admit({ ...limits, reserve: 200, session }), "session")
         const state = yield* f.state
         assert.deepStrictEqual(state.requests, { current: 0, previous: 0 })
         assert.deepStrictEqual(state.tokens, { current: 0, previous: 0 })
@@ -140,5 +140,6 @@ export const storeSuite = (name: string, layer: () => Layer.Layer<Store, unknown
       }))
 
     budgetCases(test)
+    periodBudgetCases(test)
     sessionCapCases(test)
   })

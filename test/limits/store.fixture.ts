@@ -5,9 +5,13 @@
  */
 import { assert, it } from "@effect/vitest"
 import { Clock, Effect, type Layer } from "effect"
+import { BUDGET_NAMES, type BudgetName } from "../../src/domain/errors.js"
+import { periodOf, type PeriodName } from "../../src/limits/periods.js"
 import {
   type AdmitRequest,
   type Admitted,
+  type BudgetCheck,
+  type PeriodBudget,
   type Refused,
   type SettleRequest,
   Store,
@@ -16,13 +20,31 @@ import {
 export const HOUR = 60 * 60 * 1000
 let tenants = 0
 
+/** A periodic budget at `now`: the tenant's (`key` undefined) or a key's, with its check. */
+export const periodic = (
+  name: PeriodName,
+  key: string | undefined,
+  check: BudgetCheck | undefined,
+  now: number,
+): PeriodBudget => {
+  const period = periodOf(name, now)
+  return { name, key, period: period.id, until: period.until, check }
+}
+
+/**
+ * An admission request's fields, with `month` as a shorthand for a budget
+ * list of the tenant's month alone (when `budgets` is not given).
+ */
+export type AdmitOver = Partial<AdmitRequest> & { readonly month?: BudgetCheck | undefined }
+
 /** The tenant and shorthands of one test. */
 export const fixture = (suite: string) => {
   const tenant = `${suite}-t${++tenants}`
-  const admit = (over: Partial<AdmitRequest> = {}) =>
+  const admit = (over: AdmitOver = {}) =>
     Effect.gen(function* () {
       const store = yield* Store
       const now = yield* Clock.currentTimeMillis
+      const { month, ...rest } = over
       return yield* store.admit({
         tenant,
         now,
@@ -30,12 +52,13 @@ export const fixture = (suite: string) => {
         tokensPerMinute: undefined,
         tokenCost: 0,
         reserve: 0,
-        month: undefined,
+        budgets: [periodic("month", undefined, month, now)],
         session: undefined,
         maxSessions: 10_000,
-        ...over,
+        ...rest,
       })
     })
+  /** Settles `admitted`; its budgets default to the tenant's month of the admission. */
   const settle = (admitted: Admitted, over: Partial<SettleRequest> = {}) =>
     Effect.gen(function* () {
       const store = yield* Store
@@ -44,7 +67,7 @@ export const fixture = (suite: string) => {
         tenant,
         now,
         minute: admitted.minute,
-        month: admitted.month,
+        budgets: [periodic("month", undefined, undefined, Date.parse(`${admitted.month}-01T00:00:00Z`))],
         sessionId: undefined,
         reserved: 0,
         cost: 0,
@@ -64,9 +87,16 @@ export const admitted = (result: Admitted | Refused): Admitted => {
   return result
 }
 
-export const refusedWith = (result: Admitted | Refused, reason: Refused["reason"]): Refused => {
+/** Asserts a refusal for `reason`, or by the budget `reason` names (reason `budget`). */
+export const refusedWith = (result: Admitted | Refused, reason: Refused["reason"] | BudgetName): Refused => {
   if (result._tag !== "Refused") assert.fail(`expected Refused (${reason}), got Admitted`)
-  assert.strictEqual(result.reason, reason)
+  if ((BUDGET_NAMES as ReadonlyArray<string>).includes(reason)) {
+    assert.strictEqual(result.reason, "budget")
+    assert.strictEqual(result.budget, reason)
+  } else {
+    assert.strictEqual(result.reason, reason)
+    assert.strictEqual(result.budget, undefined)
+  }
   return result
 }
 

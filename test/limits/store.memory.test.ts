@@ -9,6 +9,7 @@ import { RESPONSE_OWNER_TTL_MS, Store } from "../../src/limits/Store.js"
 import { encodeRecord } from "../../src/meter/record.js"
 import { sampleRecord } from "../meter/fixtures.js"
 import { storeSuite } from "./store.conformance.js"
+import { periodic } from "./store.fixture.js"
 
 storeSuite("memory", () => layerMemory())
 
@@ -121,7 +122,7 @@ describe("memory store restore from the usage file", () => {
               tokensPerMinute: undefined,
               tokenCost: 0,
               reserve: 200,
-              month: { limit: 1_100, hard: true },
+              budgets: [periodic("month", undefined, { limit: 1_100, hard: true }, at)],
               session: { id: "s1", budget: { limit: 1_000, hard: true } },
               maxSessions: 10_000,
             }),
@@ -130,10 +131,50 @@ describe("memory store restore from the usage file", () => {
           Effect.provide(layerMemory({ usageFile: file })),
         )
         assert.deepStrictEqual(
-          results.map((r) => (r._tag === "Refused" ? r.reason : r._tag)),
-          ["session_budget", "Admitted"],
+          results.map((r) => (r._tag === "Refused" ? r.budget : r._tag)),
+          ["session", "Admitted"],
         )
       }),
+  )
+
+  it.effect("restores each tenant's and key's spend of the current UTC day, ISO week and month", () =>
+    Effect.gen(function* () {
+      const keyed = (ts: string, key: string, cost: number) =>
+        encodeRecord(
+          sampleRecord({
+            ts,
+            tenant: "acme",
+            key_id: key,
+            cost_micro_usd: cost,
+            session: null,
+            request_id: ts + key,
+          }),
+        )
+      const file = yield* usageFile([
+        keyed("2026-11-29T23:00:00.000Z", "ci", 1), // last week (Sunday), last month
+        keyed("2026-11-30T01:00:00.000Z", "ci", 10), // this week (Monday), last month
+        keyed("2026-12-01T09:00:00.000Z", "ci", 100), // this week and month, yesterday
+        keyed("2026-12-02T00:00:00.000Z", "ci", 1_000), // today
+        keyed("2026-12-02T09:00:00.000Z", "web", 10_000), // today, another key
+      ])
+      const now = Date.parse("2026-12-02T10:00:00.000Z")
+      yield* TestClock.setTime(now)
+      const refs = (key: string | undefined) => [
+        { name: "day" as const, key, period: "2026-12-02" },
+        { name: "week" as const, key, period: "2026-W49" },
+        { name: "month" as const, key, period: "2026-12" },
+      ]
+      const states = yield* Effect.flatMap(Store, (store) =>
+        Effect.forEach([undefined, "ci", "web"], (key) => store.tenantState("acme", now, refs(key))),
+      ).pipe(Effect.provide(layerMemory({ usageFile: file })))
+      const spends = states.map((state) => state.budgets.map((b) => b.spend))
+      assert.deepStrictEqual(spends, [
+        [11_000, 11_110, 11_100],
+        [1_000, 1_110, 1_100],
+        [10_000, 10_000, 10_000],
+      ])
+      assert.strictEqual(states[0]?.monthSpend, 11_100)
+    }),
   )
 
   it.effect("a missing usage file restores nothing", () =>

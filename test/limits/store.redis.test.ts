@@ -6,6 +6,7 @@ import { layerRedis } from "../../src/limits/redisStore.js"
 import { type AdmitRequest, Store, StoreError } from "../../src/limits/Store.js"
 import { type RedisHandle, startRedis } from "../support/redis.js"
 import { storeSuite } from "./store.conformance.js"
+import { periodic } from "./store.fixture.js"
 
 let redis: RedisHandle
 
@@ -26,7 +27,11 @@ const request = (tenant: string, now: number): AdmitRequest => ({
   tokensPerMinute: 10_000,
   tokenCost: 10,
   reserve: 5,
-  month: { limit: 1_000_000, hard: false },
+  budgets: [
+    periodic("day", "ci/1", { limit: 1_000_000, hard: true }, now),
+    periodic("week", undefined, { limit: 1_000_000, hard: false }, now),
+    periodic("month", undefined, { limit: 1_000_000, hard: false }, now),
+  ],
   session: { id: "s}{1", budget: undefined },
   maxSessions: 10_000,
 })
@@ -93,12 +98,13 @@ describe("Redis store", () => {
       Effect.gen(function* () {
         const store = yield* Store
         const tenant = "we}ird{tenant"
-        yield* store.admit(request(tenant, 90_000))
+        const admission = request(tenant, 90_000)
+        yield* store.admit(admission)
         yield* store.settle({
           tenant,
           now: 91_000,
           minute: 1,
-          month: "1970-01",
+          budgets: admission.budgets,
           sessionId: "s}{1",
           reserved: 5,
           cost: 4,
@@ -107,17 +113,25 @@ describe("Redis store", () => {
         const client = yield* rawClient
         const keys = (yield* Effect.promise(() => client.keys("*we%7Dird%7Btenant*"))).sort()
         assert.deepStrictEqual(keys, [
+          "tollgate:{we%7Dird%7Btenant}:key:ci%2F1:day:1970-01-01",
           "tollgate:{we%7Dird%7Btenant}:month:1970-01",
           "tollgate:{we%7Dird%7Btenant}:rq:1",
           "tollgate:{we%7Dird%7Btenant}:session:s}{1",
           "tollgate:{we%7Dird%7Btenant}:sessions",
           "tollgate:{we%7Dird%7Btenant}:tk:1",
+          "tollgate:{we%7Dird%7Btenant}:week:1970-W01",
         ])
         for (const key of yield* Effect.promise(() => client.keys("*"))) {
           assert.match(key, /^tollgate:\{[^{}]+\}:/)
         }
         const ttl = yield* Effect.promise(() => client.pttl("tollgate:{we%7Dird%7Btenant}:rq:1"))
         assert.isTrue(ttl > 120_000 && ttl <= 180_000, `counter PTTL ${ttl}`)
+        // A day's spend lives until 2 days after the day ends (written at 91 s into 1970-01-01).
+        const dayTtl = yield* Effect.promise(() =>
+          client.pttl("tollgate:{we%7Dird%7Btenant}:key:ci%2F1:day:1970-01-01"),
+        )
+        const dayPx = 3 * 86_400_000 - 91_000
+        assert.isTrue(dayTtl > dayPx - 10_000 && dayTtl <= dayPx, `day PTTL ${dayTtl}`)
         const state = yield* store.tenantState(tenant, 91_000)
         assert.deepStrictEqual(state.sessions, [{ id: "s}{1", spend: 4, reserved: 0, lastMs: 91_000 }])
         assert.deepStrictEqual(state.tokens, { current: 11, previous: 0 })
@@ -275,7 +289,7 @@ describe("Redis store", () => {
           tenant: "restart",
           now,
           minute: 0,
-          month: "2026-12",
+          budgets: request("restart", now).budgets,
           sessionId: undefined,
           reserved: 0,
           cost: 0,

@@ -2,20 +2,22 @@
 import { assert } from "@effect/vitest"
 import { Clock, Effect } from "effect"
 import { TestClock } from "effect/testing"
-import { SESSION_TTL_MS, Store, type AdmitRequest } from "../../src/limits/Store.js"
-import { admitted, type Fixture, HOUR, hard, refusedWith, type StoreTest } from "./store.fixture.js"
+import { SESSION_TTL_MS, Store } from "../../src/limits/Store.js"
+import {
+  admitted,
+  type AdmitOver,
+  type Fixture,
+  HOUR,
+  hard,
+  refusedWith,
+  type StoreTest,
+} from "./store.fixture.js"
 
 const T0 = Date.UTC(2026, 11, 2, 10, 0, 0)
 const SECOND = 1_000
 
 /** Admits one request in session `id` at `at` with a cap of `maxSessions`. */
-const inSession = (
-  f: Fixture,
-  id: string,
-  at: number,
-  maxSessions: number,
-  over: Partial<AdmitRequest> = {},
-) =>
+const inSession = (f: Fixture, id: string, at: number, maxSessions: number, over: AdmitOver = {}) =>
   Effect.gen(function* () {
     yield* TestClock.setTime(at)
     return yield* f.admit({ reserve: 10, session: { id, budget: undefined }, maxSessions, ...over })
@@ -67,11 +69,8 @@ export const sessionCapCases = (test: StoreTest) => {
     Effect.gen(function* () {
       for (const [i, id] of ["s1", "s2", "s3"].entries()) yield* inSession(f, id, T0 + i * SECOND, 3)
       const at = T0 + 3 * SECOND
-      refusedWith(yield* inSession(f, "s4", at, 3, { reserve: 100, month: hard(50) }), "month_budget")
-      refusedWith(
-        yield* inSession(f, "s4", at, 3, { session: { id: "s4", budget: hard(5) } }),
-        "session_budget",
-      )
+      refusedWith(yield* inSession(f, "s4", at, 3, { reserve: 100, month: hard(50) }), "month")
+      refusedWith(yield* inSession(f, "s4", at, 3, { session: { id: "s4", budget: hard(5) } }), "session")
       refusedWith(
         yield* inSession(f, "s4", at, 3, { tokenCost: 2_000, tokensPerMinute: 1_000 }),
         "tokens_too_large",
@@ -125,7 +124,7 @@ export const sessionCapCases = (test: StoreTest) => {
       yield* f.settle(first, { sessionId: "s1", reserved: 600, cost: 600 })
       refusedWith(
         yield* inSession(f, "s1", T0 + SECOND, 3, { reserve: 600, session: { id: "s1", budget } }),
-        "session_budget",
+        "session",
       )
       yield* inSession(f, "s2", T0 + 2 * SECOND, 3)
       yield* inSession(f, "s3", T0 + 3 * SECOND, 3)

@@ -2,6 +2,7 @@ import type { UsageRecord } from "../../src/meter/record.js"
 
 /** A complete usage record (the SPEC example), keys deliberately out of SPEC order. */
 export const sampleRecord = (over: Partial<UsageRecord> = {}): UsageRecord => ({
+  budget: null,
   trace_id: "4bf92f3577b34da6a3ce929d0e0e4736",
   upstream_endpoint: "/v1/messages",
   error: null,

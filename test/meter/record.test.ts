@@ -27,6 +27,7 @@ const SPEC_ORDER = [
   "error",
   "upstream_endpoint",
   "trace_id",
+  "budget",
 ]
 
 describe("encodeRecord", () => {
@@ -73,6 +74,17 @@ describe("decodeRecord", () => {
     expect(
       decodeRecord(line.replace('"upstream_endpoint":"/v1/messages"', '"upstream_endpoint":7')),
     ).toBeUndefined()
+  })
+
+  it("keeps the refusing budget, and reads a record written before budget existed with budget null", () => {
+    const refused = sampleRecord({ status: 402, error: "budget_exceeded", budget: "key.day" })
+    const line = encodeRecord(refused).trimEnd()
+    expect(line.endsWith(',"trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","budget":"key.day"}')).toBe(true)
+    expect(decodeRecord(line)).toEqual(refused)
+    const older = encodeRecord(sampleRecord()).trimEnd().replace(',"budget":null', "")
+    expect(older).not.toContain("budget")
+    expect(decodeRecord(older)).toEqual(sampleRecord({ budget: null }))
+    expect(decodeRecord(line.replace('"budget":"key.day"', '"budget":3'))).toBeUndefined()
   })
 
   it("rejects a torn line and a line with a wrong field type", () => {

@@ -37,6 +37,7 @@ const record: fc.Arbitrary<UsageRecord> = fc.record({
   error: fc.option(anyString),
   upstream_endpoint: fc.option(anyString),
   trace_id: fc.option(anyString),
+  budget: fc.option(anyString),
 })
 
 const stringified = (r: UsageRecord): string =>
@@ -65,6 +66,7 @@ const stringified = (r: UsageRecord): string =>
     error: r.error,
     upstream_endpoint: r.upstream_endpoint,
     trace_id: r.trace_id,
+    budget: r.budget,
   }) + "\n"
 
 describe("JSON text by concatenation", () => {
@@ -120,6 +122,7 @@ describe("JSON text by concatenation", () => {
       error: null,
       upstream_endpoint: "/v1/chat/completions",
       trace_id: null,
+      budget: null,
     }
     expect(decodeRecord(encodeRecord(r).trimEnd())).toEqual(r)
   })

@@ -358,7 +358,7 @@ describe("GET /metrics after scripted traffic", () => {
     const documented = [...docs.matchAll(/^\|\s*`(tollgate_\w+)`\s*\|\s*(\w+)\s*\|/gm)].map(
       ([, name, type]) => `${name} ${type}`,
     )
-    expect(exported).toHaveLength(31)
+    expect(exported).toHaveLength(34)
     expect([...new Set(documented)].sort()).toEqual(exported.sort())
   })
 })
@@ -394,7 +394,7 @@ describe("the Tollgate-added latency", () => {
     keys: [],
     routes: "*",
     limits: { requestsPerMinute: undefined, tokensPerMinute: undefined, concurrentRequests: undefined },
-    budgets: { month: undefined, session: undefined },
+    budgets: { day: undefined, week: undefined, month: undefined, session: undefined },
   }
   /** The telemetry of a request that arrived at `startMs`, waited `upstreamMs` upstream, and committed at `committedMs`. */
   const done = (startMs: number, upstreamMs: number, nowMs: number, committedMs?: number) => {
@@ -403,7 +403,7 @@ describe("the Tollgate-added latency", () => {
       startMs,
       endpoint: "/v1/messages",
       api: "anthropic",
-      principal: { tenant, keyId: "ci" },
+      principal: { tenant, keyId: "ci", keyBudgets: { day: undefined, week: undefined, month: undefined } },
       trace: undefined,
       caller: undefined,
     }
@@ -500,6 +500,7 @@ describe("telemetry hooks without a gateway", () => {
       error: null,
       upstream_endpoint: "/v1/messages",
       trace_id: null,
+      budget: null,
     }
     metrics.telemetry.requestDone({ record, route: "r", committed: true, overheadMs: 1, unpriced: true })
     metrics.telemetry.requestDone({ record, route: "r", committed: true, overheadMs: 1, unpriced: false })

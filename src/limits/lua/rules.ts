@@ -47,6 +47,5 @@ export const REFUSAL_CODES: ReadonlyArray<RefusalReason | undefined> = [
   "requests",
   "tokens_too_large",
   "tokens",
-  "month_budget",
-  "session_budget",
+  "budget",
 ]
