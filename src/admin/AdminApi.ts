@@ -8,7 +8,9 @@ import { OpenRequests } from "../ops/OpenRequests.js"
 import { Breakers } from "../reliability/Breakers.js"
 import { makeAdminAuth, readAdminToken, WWW_AUTHENTICATE, type AdminAuth } from "./auth.js"
 import { makeKeyHandlers } from "./keys.js"
-import { parseUsageQuery } from "./params.js"
+import { parseSeriesQuery, parseUsageQuery, usageFormat } from "./params.js"
+import { csvFilename, usageCsv } from "./csv.js"
+import { seriesBody } from "./series.js"
 import { configKeys, tenantView, viewBudgets, type ViewKey } from "./tenants.js"
 import { KeyStore } from "../keys/KeyStore.js"
 import { isLive } from "../keys/table.js"
@@ -83,12 +85,19 @@ const makeHandlers = Effect.gen(function* () {
 
   const usage = Effect.gen(function* () {
     const request = yield* HttpServerRequest.HttpServerRequest
-    const parsed = parseUsageQuery(new URL(request.url, "http://admin").searchParams)
+    const params = new URL(request.url, "http://admin").searchParams
+    const parsed = parseUsageQuery(params)
     if (Result.isFailure(parsed)) {
       return failure(400, "invalid_request_error", parsed.failure.message, { param: parsed.failure.param })
     }
     const query = parsed.success
     const result = yield* index.query(query)
+    if (usageFormat(params) === "csv") {
+      return HttpServerResponse.text(usageCsv(result), {
+        contentType: "text/csv; charset=utf-8",
+        headers: { ...NO_STORE, "content-disposition": `attachment; filename="${csvFilename(query)}"` },
+      })
+    }
     return json({
       tenant: query.tenant ?? null,
       since: query.since === undefined ? null : new Date(query.since).toISOString(),
@@ -97,6 +106,21 @@ const makeHandlers = Effect.gen(function* () {
       totals: result.totals,
       ...(result.groups === undefined ? {} : { groups: result.groups }),
     })
+  })
+
+  /** `GET /admin/usage/series`: requests, errors, cost and tokens per UTC minute, hour or day. */
+  const usageSeries = Effect.gen(function* () {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const parsed = parseSeriesQuery(new URL(request.url, "http://admin").searchParams)
+    if (Result.isFailure(parsed)) {
+      return failure(400, "invalid_request_error", parsed.failure.message, { param: parsed.failure.param })
+    }
+    return yield* index.series(parsed.success).pipe(
+      Effect.map((series) => json(seriesBody(series))),
+      Effect.catchTag("TooManyBuckets", (error) =>
+        Effect.succeed(failure(400, "invalid_request_error", error.message, { param: error.param })),
+      ),
+    )
   })
 
   const breakerList = Effect.sync(() =>
@@ -122,7 +146,7 @@ const makeHandlers = Effect.gen(function* () {
       : json({ status: "refused", problems: outcome.problems }, 422),
   )
 
-  return { tenants, tenant, usage, breakerList, reload }
+  return { tenants, tenant, usage, usageSeries, breakerList, reload }
 })
 
 const guarded =
@@ -161,6 +185,7 @@ export const layer = Layer.effect(
         HttpRouter.route("GET", "/admin/tenants", guard(handlers.tenants)),
         HttpRouter.route("GET", "/admin/tenants/:name", guard(handlers.tenant)),
         HttpRouter.route("GET", "/admin/usage", guard(handlers.usage)),
+        HttpRouter.route("GET", "/admin/usage/series", guard(handlers.usageSeries)),
         HttpRouter.route("GET", "/admin/breakers", guard(handlers.breakerList)),
         HttpRouter.route("POST", "/admin/reload", guard(handlers.reload)),
         HttpRouter.route("POST", "/admin/keys", guard(keys.create)),

@@ -1,9 +1,10 @@
-import { Context, Effect, FiberSet, Layer } from "effect"
+import { Clock, Context, Effect, FiberSet, Layer } from "effect"
 import { UsageFileError, UsageLog, type UsageLogService } from "../meter/UsageLog.js"
 import type { UsageRecord } from "../meter/record.js"
 import type { Columns } from "./columns.js"
 import { loadColumns, toRow } from "./load.js"
 import { runQuery, type UsageQuery, type UsageResult } from "./query.js"
+import { runSeries, type Series, type SeriesQuery, type TooManyBuckets } from "./series.js"
 
 /** Size of the index, for logs and the admin API. */
 export interface UsageIndexStats {
@@ -16,7 +17,7 @@ export interface UsageIndexStats {
 /**
  * The usage records of this process in memory, for `/admin/usage`: the
  * usage file as it was at start plus every record appended since, kept in
- * compact sorted columns (40 bytes per record; see `columns.ts`), so a query
+ * compact sorted columns (42 bytes per record; see `columns.ts`), so a query
  * reads memory, never the file. Records written to the same file by other
  * copies after this one started are not seen until it restarts.
  */
@@ -25,6 +26,8 @@ export interface UsageIndexService {
   readonly add: (record: UsageRecord) => void
   /** Totals (and groups) of the records matching `query`. */
   readonly query: (query: UsageQuery) => Effect.Effect<UsageResult>
+  /** The time series of `query` (`until` defaults to the clock's now), for `/admin/usage/series`. */
+  readonly series: (query: SeriesQuery) => Effect.Effect<Series, TooManyBuckets>
   readonly stats: () => UsageIndexStats
 }
 
@@ -40,6 +43,9 @@ export const make = (columns: Columns): UsageIndexService => ({
     if (row !== undefined) columns.insert(row)
   },
   query: Effect.fn("UsageIndex.query")((query: UsageQuery) => Effect.sync(() => runQuery(columns, query))),
+  series: Effect.fn("UsageIndex.series")((query: SeriesQuery) =>
+    Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.fromResult(runSeries(columns, query, now))),
+  ),
   stats: () => ({
     records: columns.size,
     columnBytes: columns.bytes(),

@@ -3,15 +3,15 @@
  * interned to small integer ids, rows kept sorted by `ts` so a time range
  * is two binary searches.
  *
- * Memory per record: 40 bytes at full capacity — ts Float64 (8), cost
- * Float64 (8), four token counts Uint32 (16), session id Uint32 (4), and
- * two Uint16 ids (2 each; widened to Uint32 only if a table passes 65,535
- * entries): the key (tenant and key id together) and the target (route,
- * provider and model together). Those combinations are few (they come from
- * the config), so a record pays for five names with two ids. Arrays grow
- * by 1.5× (after loading the file they are fitted to the records plus 1/8),
- * so allocated memory is 40–60 bytes per record (up to 100 for the moment
- * a growth copies). Each distinct string (tenant, key id, route, provider,
+ * Memory per record: 42 bytes at full capacity — ts Float64 (8), cost
+ * Float64 (8), four token counts Uint32 (16), session id Uint32 (4), the
+ * HTTP status Uint16 (2), and two Uint16 ids (2 each; widened to Uint32
+ * only if a table passes 65,535 entries): the key (tenant and key id
+ * together) and the target (route, provider and model together). Those
+ * combinations are few (they come from the config), so a record pays for
+ * five names with two ids. Arrays grow by 1.5× (after loading the file
+ * they are fitted to the records plus 1/8), so allocated memory is 42–63
+ * bytes per record (up to 105 for the moment a growth copies). Each distinct string (tenant, key id, route, provider,
  * model, session) and each combination costs one table entry once, ~100
  * bytes for a derived session id; only sessions (and the unknown route
  * names clients send, answered 404) grow with traffic.
@@ -22,6 +22,9 @@ export const NULL_ID = 0
 
 /** Largest token count one record can hold; larger counts saturate (no request comes near 4.29 billion tokens). */
 const MAX_TOKENS = 0xffff_ffff
+
+/** Largest status one record can hold (HTTP statuses are 100–599). */
+const MAX_STATUS = 0xffff
 
 /** Strings ↔ dense ids; id 0 is null. */
 export class Interner {
@@ -95,11 +98,15 @@ export interface Row {
   readonly cacheWrite: number
   /** micro-USD. */
   readonly cost: number
+  /** The HTTP status sent to the client. */
+  readonly status: number
 }
 
 type Ids = Uint16Array | Uint32Array
 
 const tokens = (n: number): number => (n <= 0 ? 0 : n >= MAX_TOKENS ? MAX_TOKENS : Math.round(n))
+
+const httpStatus = (n: number): number => (n <= 0 ? 0 : n >= MAX_STATUS ? MAX_STATUS : Math.round(n))
 
 const grow = <T extends Float64Array | Uint32Array | Uint16Array>(array: T, capacity: number): T => {
   const next = new (array.constructor as new (n: number) => T)(capacity)
@@ -129,6 +136,8 @@ export class Columns {
   cacheRead: Uint32Array
   cacheWrite: Uint32Array
   session: Uint32Array
+  /** HTTP status of each record. */
+  status: Uint16Array
   key: Ids
   target: Ids
 
@@ -140,6 +149,7 @@ export class Columns {
     this.cacheRead = new Uint32Array(capacity)
     this.cacheWrite = new Uint32Array(capacity)
     this.session = new Uint32Array(capacity)
+    this.status = new Uint16Array(capacity)
     this.key = new Uint16Array(capacity)
     this.target = new Uint16Array(capacity)
   }
@@ -218,12 +228,13 @@ export class Columns {
     this.cacheRead = permute(this.cacheRead)
     this.cacheWrite = permute(this.cacheWrite)
     this.session = permute(this.session)
+    this.status = permute(this.status)
     this.key = permute(this.key)
     this.target = permute(this.target)
     this.sorted = true
   }
 
-  /** Shrinks (or grows) the capacity to `size` plus 1/8 (at least 1,024 rows): after a bulk load, 40 × 1.125 bytes per record. */
+  /** Shrinks (or grows) the capacity to `size` plus 1/8 (at least 1,024 rows): after a bulk load, 42 × 1.125 bytes per record. */
   fit(): void {
     this.resize(Math.ceil(this.size * 1.125) + 1024)
   }
@@ -242,6 +253,7 @@ export class Columns {
       this.cacheRead,
       this.cacheWrite,
       this.session,
+      this.status,
       this.key,
       this.target,
     ]
@@ -260,6 +272,7 @@ export class Columns {
     this.cacheRead = grow(this.cacheRead, capacity)
     this.cacheWrite = grow(this.cacheWrite, capacity)
     this.session = grow(this.session, capacity)
+    this.status = grow(this.status, capacity)
     this.key = grow(this.key, capacity)
     this.target = grow(this.target, capacity)
   }
@@ -274,6 +287,7 @@ export class Columns {
     this.cacheRead[i] = tokens(row.cacheRead)
     this.cacheWrite[i] = tokens(row.cacheWrite)
     this.session[i] = row.session
+    this.status[i] = httpStatus(row.status)
     this.key[i] = row.key
     this.target[i] = row.target
   }

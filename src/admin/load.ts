@@ -30,6 +30,7 @@ export const toRow = (columns: Columns, record: UsageRecord): Row | undefined =>
     cacheRead: record.cache_read_tokens,
     cacheWrite: record.cache_write_tokens,
     cost: record.cost_micro_usd,
+    status: record.status,
   }
 }
 

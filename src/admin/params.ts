@@ -1,9 +1,11 @@
 /**
- * The query string of `GET /admin/usage`: `tenant`, `since`, `until`
- * (ISO-8601; since inclusive, until exclusive) and `group_by`.
+ * The query strings of `GET /admin/usage` (`tenant`, `since`, `until` —
+ * ISO-8601; since inclusive, until exclusive —, `group_by` and `format`) and
+ * of `GET /admin/usage/series` (`tenant`, `since`, `until`, `resolution`).
  */
 import { Data, Result } from "effect"
 import { GROUP_BY, type GroupBy, type UsageQuery } from "./query.js"
+import { RESOLUTIONS, type Resolution, type SeriesQuery } from "./series.js"
 
 /** A parameter of `/admin/usage` is malformed (400). */
 export class InvalidUsageQuery extends Data.TaggedError("InvalidUsageQuery")<{
@@ -12,7 +14,13 @@ export class InvalidUsageQuery extends Data.TaggedError("InvalidUsageQuery")<{
   readonly message: string
 }> {}
 
-const PARAMS = ["tenant", "since", "until", "group_by"]
+const PARAMS = ["tenant", "since", "until", "group_by", "format"]
+const SERIES_PARAMS = ["tenant", "since", "until", "resolution"]
+
+/** How `/admin/usage` answers: JSON (the default) or CSV. */
+export type UsageFormat = "json" | "csv"
+
+const FORMATS: ReadonlyArray<UsageFormat> = ["json", "csv"]
 
 // Date, or date-time with seconds optional, any number of fraction digits and a required zone
 // (Z or ±hh:mm; a "+" sent unencoded in a query string arrives as a space and is read as "+").
@@ -70,22 +78,57 @@ const instant = (
     : Result.succeed(ms)
 }
 
-/** The query of a `/admin/usage` request; empty parameters count as absent. */
+/** Refuses a parameter that is not in `known`, or one given more than once. */
+const checkNames = (
+  params: URLSearchParams,
+  known: ReadonlyArray<string>,
+): Result.Result<void, InvalidUsageQuery> => {
+  for (const name of new Set(params.keys())) {
+    if (!known.includes(name)) {
+      return Result.fail(
+        new InvalidUsageQuery({
+          param: name,
+          message: `unknown parameter ${JSON.stringify(name)}; expected ${known.join(", ")}`,
+        }),
+      )
+    }
+    if (params.getAll(name).length > 1)
+      return Result.fail(new InvalidUsageQuery({ param: name, message: `${name}: given more than once` }))
+  }
+  return Result.void
+}
+
+/** `since` and `until` (since not after until). */
+const range = (
+  params: URLSearchParams,
+): Result.Result<
+  { readonly since: number | undefined; readonly until: number | undefined },
+  InvalidUsageQuery
+> =>
+  Result.gen(function* () {
+    const since = yield* instant(params, "since")
+    const until = yield* instant(params, "until")
+    if (since !== undefined && until !== undefined && since > until)
+      return yield* Result.fail(new InvalidUsageQuery({ param: "since", message: "since is after until" }))
+    return { since, until }
+  })
+
+/** The format of a `/admin/usage` request whose query {@link parseUsageQuery} accepted (`json` unless `format=csv`). */
+export const usageFormat = (params: URLSearchParams): UsageFormat =>
+  params.get("format") === "csv" ? "csv" : "json"
+
+/** The query of a `/admin/usage` request (its `format` checked too); empty parameters count as absent. */
 export const parseUsageQuery = (params: URLSearchParams): Result.Result<UsageQuery, InvalidUsageQuery> =>
   Result.gen(function* () {
-    for (const name of new Set(params.keys())) {
-      if (!PARAMS.includes(name)) {
-        return yield* Result.fail(
-          new InvalidUsageQuery({
-            param: name,
-            message: `unknown parameter ${JSON.stringify(name)}; expected ${PARAMS.join(", ")}`,
-          }),
-        )
-      }
-      if (params.getAll(name).length > 1)
-        return yield* Result.fail(
-          new InvalidUsageQuery({ param: name, message: `${name}: given more than once` }),
-        )
+    yield* checkNames(params, PARAMS)
+    const format = params.get("format") ?? ""
+    if (format !== "" && !FORMATS.includes(format as UsageFormat)) {
+      return yield* Result.fail(
+        new InvalidUsageQuery({
+          param: "format",
+          message: `format: unknown format ${JSON.stringify(format)}; expected one of ${FORMATS.join(", ")}`,
+        }),
+      )
     }
     const groupText = params.get("group_by") ?? ""
     if (groupText !== "" && !GROUP_BY.includes(groupText as GroupBy)) {
@@ -96,15 +139,35 @@ export const parseUsageQuery = (params: URLSearchParams): Result.Result<UsageQue
         }),
       )
     }
-    const since = yield* instant(params, "since")
-    const until = yield* instant(params, "until")
-    if (since !== undefined && until !== undefined && since > until)
-      return yield* Result.fail(new InvalidUsageQuery({ param: "since", message: "since is after until" }))
+    const { since, until } = yield* range(params)
     const tenant = params.get("tenant") ?? ""
     return {
       tenant: tenant === "" ? undefined : tenant,
       since,
       until,
       groupBy: groupText === "" ? undefined : (groupText as GroupBy),
+    }
+  })
+
+/** The query of a `/admin/usage/series` request; empty parameters count as absent. */
+export const parseSeriesQuery = (params: URLSearchParams): Result.Result<SeriesQuery, InvalidUsageQuery> =>
+  Result.gen(function* () {
+    yield* checkNames(params, SERIES_PARAMS)
+    const resolution = params.get("resolution") ?? ""
+    if (resolution !== "" && !RESOLUTIONS.includes(resolution as Resolution)) {
+      return yield* Result.fail(
+        new InvalidUsageQuery({
+          param: "resolution",
+          message: `resolution: unknown resolution ${JSON.stringify(resolution)}; expected one of ${RESOLUTIONS.join(", ")}`,
+        }),
+      )
+    }
+    const { since, until } = yield* range(params)
+    const tenant = params.get("tenant") ?? ""
+    return {
+      tenant: tenant === "" ? undefined : tenant,
+      since,
+      until,
+      resolution: resolution === "" ? undefined : (resolution as Resolution),
     }
   })

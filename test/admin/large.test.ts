@@ -18,6 +18,7 @@ let file: string
 let startMs: number
 const expected = {
   requests: 0,
+  errors: 0,
   cost: 0,
   input: 0,
   sessions: new Set<string>(),
@@ -45,9 +46,11 @@ beforeAll(async () => {
           input_tokens: 1000 + (i % 977),
           output_tokens: 100 + (i % 211),
           cost_micro_usd: 4000 + (i % 1013),
+          status: i % 17 === 0 ? 502 : 200,
         })
         lines.push(encodeRecord(record))
         expected.requests++
+        if (record.status !== 200) expected.errors++
         expected.cost += record.cost_micro_usd
         expected.input += record.input_tokens
         expected.sessions.add(session)
@@ -106,5 +109,54 @@ describe("a large usage file", () => {
       expected.tenants.get("tenant-3"),
     )
     expect(days.length).toBeGreaterThanOrEqual(39)
+  })
+
+  it("answers the overview's series over every record in well under a second, end to end", async () => {
+    interface SeriesBody {
+      readonly resolution: string
+      readonly t: Array<number>
+      readonly requests: Array<number>
+      readonly errors: Array<number>
+      readonly cost_micro_usd: Array<number>
+    }
+    const sum = (values: ReadonlyArray<number>) => values.reduce((a, b) => a + b, 0)
+    const timed = async (path: string) => {
+      const t0 = performance.now()
+      const response = await adminGet(h.url, path)
+      const ms = performance.now() - t0
+      expect(response.status, path).toBe(200)
+      process.stdout.write(`${path} over ${RECORDS} records: ${ms.toFixed(1)} ms\n`)
+      return { body: response.body as SeriesBody, ms }
+    }
+    // What the overview asks for: the whole file (by day: it spans 40 days), by hour, and one tenant by minute.
+    const byDay = await timed("/admin/usage/series")
+    expect(byDay.body.resolution).toBe("day")
+    expect(byDay.body.t.length).toBeGreaterThanOrEqual(40)
+    expect(sum(byDay.body.requests)).toBe(expected.requests)
+    expect(sum(byDay.body.errors)).toBe(expected.errors)
+    expect(sum(byDay.body.cost_micro_usd)).toBe(expected.cost)
+    const byHour = await timed("/admin/usage/series?resolution=hour")
+    expect(byHour.body.t.length).toBeGreaterThanOrEqual(40 * 24)
+    expect(sum(byHour.body.requests)).toBe(expected.requests)
+    expect(sum(byHour.body.errors)).toBe(expected.errors)
+    const untilMs = Date.now()
+    const sinceMs = untilMs - 6 * DAY_MS
+    const since = encodeURIComponent(new Date(sinceMs).toISOString())
+    const until = encodeURIComponent(new Date(untilMs).toISOString())
+    const byMinute = await timed(
+      `/admin/usage/series?tenant=tenant-3&resolution=minute&since=${since}&until=${until}`,
+    )
+    expect(byMinute.body.t.length).toBe(Math.ceil(untilMs / 60_000) - Math.floor(sinceMs / 60_000))
+    const totals = (await adminGet(h.url, `/admin/usage?tenant=tenant-3&since=${since}&until=${until}`))
+      .body as {
+      totals: { requests: number; cost_micro_usd: number }
+    }
+    expect(totals.totals.requests).toBeGreaterThan(1000)
+    expect(sum(byMinute.body.requests)).toBe(totals.totals.requests)
+    expect(sum(byMinute.body.cost_micro_usd)).toBe(totals.totals.cost_micro_usd)
+    const overviewMs = byDay.ms + byHour.ms + byMinute.ms
+    process.stdout.write(`the three series over ${RECORDS} records: ${overviewMs.toFixed(1)} ms\n`)
+    for (const one of [byDay, byHour, byMinute]) expect(one.ms).toBeLessThan(1_000)
+    expect(overviewMs).toBeLessThan(1_000)
   })
 })

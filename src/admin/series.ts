@@ -1,0 +1,169 @@
+/**
+ * A time series over the usage index (`GET /admin/usage/series`): the
+ * records in a time range counted into UTC minute, hour or day buckets, in
+ * one pass over the rows of the range (two binary searches find it), with
+ * every bucket of the range present, empty ones as zeros.
+ */
+import { Data, Result } from "effect"
+import type { Columns } from "./columns.js"
+
+/** The range has more buckets than {@link MAX_BUCKETS} at the resolution (400, naming `resolution`). */
+export class TooManyBuckets extends Data.TaggedError("TooManyBuckets")<{
+  readonly param: "resolution"
+  readonly buckets: number
+  readonly message: string
+}> {}
+
+export type Resolution = "minute" | "hour" | "day"
+
+export const RESOLUTIONS: ReadonlyArray<Resolution> = ["minute", "hour", "day"]
+
+/** Bucket length of each resolution, in ms (UTC has no leap seconds in epoch time, so every day is 86,400 s). */
+export const RESOLUTION_MS: Readonly<Record<Resolution, number>> = {
+  minute: 60_000,
+  hour: 3_600_000,
+  day: 86_400_000,
+}
+
+/** Most buckets one series may have (a week of minutes is 10,080: ask for hours). */
+export const MAX_BUCKETS = 10_000
+
+/** Without `resolution`: minute up to this range (360 buckets at most)… */
+export const MINUTE_UP_TO_MS = 6 * 3_600_000
+/** …hour up to this one (744 at most), day beyond. */
+export const HOUR_UP_TO_MS = 31 * 86_400_000
+
+/** A series query. Bounds are epoch ms: `since` inclusive, `until` exclusive. */
+export interface SeriesQuery {
+  readonly tenant: string | undefined
+  /** Undefined: the `ts` of the first record (of `tenant`) before `until`. */
+  readonly since: number | undefined
+  /** Undefined: now (or `since`, when that is later). */
+  readonly until: number | undefined
+  /** Undefined: chosen from the length of the range ({@link defaultResolution}). */
+  readonly resolution: Resolution | undefined
+}
+
+/** A series, columnar: bucket `i` starts at `t[i]` (epoch seconds) and its sums are at `[i]` of the other arrays. */
+export interface Series {
+  readonly tenant: string | undefined
+  /** The range counted (epoch ms): the query's, or its defaults. */
+  readonly since: number
+  readonly until: number
+  readonly resolution: Resolution
+  readonly t: ReadonlyArray<number>
+  readonly requests: ReadonlyArray<number>
+  /** Records whose status is not 2xx (outside 200–299). */
+  readonly errors: ReadonlyArray<number>
+  readonly cost_micro_usd: ReadonlyArray<number>
+  readonly input_tokens: ReadonlyArray<number>
+  readonly output_tokens: ReadonlyArray<number>
+}
+
+/** The resolution of a range without one: minute up to 6 hours, hour up to 31 days, day beyond. */
+export const defaultResolution = (rangeMs: number): Resolution =>
+  rangeMs <= MINUTE_UP_TO_MS ? "minute" : rangeMs <= HOUR_UP_TO_MS ? "hour" : "day"
+
+/** Per key id of `columns`: 1 when the key is `tenant`'s. Undefined when the tenant never occurred. */
+const keysOf = (columns: Columns, tenant: string): Uint8Array | undefined => {
+  const id = columns.tenants.find(tenant)
+  if (id === undefined) return undefined
+  const owners = columns.keys.parts[0]!
+  const mine = new Uint8Array(owners.length)
+  for (let k = 0; k < owners.length; k++) mine[k] = owners[k] === id ? 1 : 0
+  return mine
+}
+
+/**
+ * The series of `query` over `columns` (which must be sorted); `now` (epoch
+ * ms) is the default `until`. Fails (naming `resolution`) when the range
+ * has more than {@link MAX_BUCKETS} buckets.
+ */
+export const runSeries = (
+  columns: Columns,
+  query: SeriesQuery,
+  now: number,
+): Result.Result<Series, TooManyBuckets> => {
+  const tenant = query.tenant
+  // undefined: every record; null: a tenant with no records.
+  const mine = tenant === undefined ? undefined : (keysOf(columns, tenant) ?? null)
+  const rowKeys = columns.key
+  const until = query.until ?? Math.max(now, query.since ?? now)
+  let since = query.since
+  if (since === undefined) {
+    // The first record of the tenant before `until` (rows are in ts order); none: an empty range.
+    since = until
+    const end = columns.lowerBound(until)
+    if (mine !== null) {
+      for (let i = 0; i < end; i++) {
+        if (mine === undefined || mine[rowKeys[i]!] === 1) {
+          since = columns.ts[i]!
+          break
+        }
+      }
+    }
+  }
+  const resolution = query.resolution ?? defaultResolution(until - since)
+  const size = RESOLUTION_MS[resolution]
+  const first = Math.floor(since / size)
+  const buckets = since < until ? Math.ceil(until / size) - first : 0
+  if (buckets > MAX_BUCKETS) {
+    return Result.fail(
+      new TooManyBuckets({
+        param: "resolution",
+        buckets,
+        message: `resolution: ${resolution} over ${new Date(since).toISOString()} to ${new Date(until).toISOString()} is ${buckets} buckets; at most ${MAX_BUCKETS}: narrow since/until or choose a coarser resolution`,
+      }),
+    )
+  }
+  const start = first * size
+  const requests = new Float64Array(buckets)
+  const errors = new Float64Array(buckets)
+  const cost = new Float64Array(buckets)
+  const input = new Float64Array(buckets)
+  const output = new Float64Array(buckets)
+  if (buckets > 0 && mine !== null) {
+    const { ts, status, cost: costs, input: inputs, output: outputs } = columns
+    const to = columns.lowerBound(until)
+    for (let i = columns.lowerBound(since); i < to; i++) {
+      if (mine !== undefined && mine[rowKeys[i]!] === 0) continue
+      // Integer ms over an integer bucket length: exact for every epoch time (far below 2^53).
+      const b = Math.floor((ts[i]! - start) / size)
+      requests[b]!++
+      // `errors`: every status outside 200–299.
+      const code = status[i]!
+      if (code < 200 || code > 299) errors[b]!++
+      cost[b]! += costs[i]!
+      input[b]! += inputs[i]!
+      output[b]! += outputs[i]!
+    }
+  }
+  const t = new Array<number>(buckets)
+  for (let b = 0; b < buckets; b++) t[b] = (start + b * size) / 1000
+  return Result.succeed({
+    tenant,
+    since,
+    until,
+    resolution,
+    t,
+    requests: Array.from(requests),
+    errors: Array.from(errors),
+    cost_micro_usd: Array.from(cost),
+    input_tokens: Array.from(input),
+    output_tokens: Array.from(output),
+  })
+}
+
+/** The JSON answer of `/admin/usage/series`: the range as ISO-8601, then the columns. */
+export const seriesBody = (series: Series) => ({
+  tenant: series.tenant ?? null,
+  since: new Date(series.since).toISOString(),
+  until: new Date(series.until).toISOString(),
+  resolution: series.resolution,
+  t: series.t,
+  requests: series.requests,
+  errors: series.errors,
+  cost_micro_usd: series.cost_micro_usd,
+  input_tokens: series.input_tokens,
+  output_tokens: series.output_tokens,
+})
