@@ -11,7 +11,8 @@
     {
       devShells = forAll (pkgs: {
         default = pkgs.mkShell {
-          packages = [ pkgs.nodejs_24 pkgs.redis ];
+          # Chromium drives the console's browser tests (test/console); nixpkgs builds it for Linux only.
+          packages = [ pkgs.nodejs_24 pkgs.redis ] ++ pkgs.lib.optional pkgs.stdenv.isLinux pkgs.chromium;
         };
       });
 

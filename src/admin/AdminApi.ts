@@ -8,6 +8,7 @@ import { OpenRequests } from "../ops/OpenRequests.js"
 import { Breakers } from "../reliability/Breakers.js"
 import { makeAdminAuth, readAdminToken, WWW_AUTHENTICATE, type AdminAuth } from "./auth.js"
 import { makeKeyHandlers } from "./keys.js"
+import { consoleRoutes } from "./console.js"
 import { parseSeriesQuery, parseUsageQuery, usageFormat } from "./params.js"
 import { csvFilename, usageCsv } from "./csv.js"
 import { seriesBody } from "./series.js"
@@ -191,6 +192,7 @@ export const layer = Layer.effect(
         HttpRouter.route("POST", "/admin/keys", guard(keys.create)),
         HttpRouter.route("GET", "/admin/keys", guard(keys.list)),
         HttpRouter.route("DELETE", "/admin/keys/:tenant/:id", guard(keys.revoke)),
+        ...consoleRoutes(),
       ],
     })
   }),

@@ -1,4 +1,5 @@
-import { Console, ConfigProvider, Effect } from "effect"
+import { Config, Console, ConfigProvider, Effect, Option } from "effect"
+import { randomBytes } from "node:crypto"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -10,15 +11,23 @@ import { formatListen } from "./options.js"
 import { runGateway } from "./serve.js"
 
 const UPSTREAM_KEY_ENV = "TOLLGATE_DEMO_UPSTREAM_KEY"
+const ADMIN_TOKEN_ENV = "TOLLGATE_ADMIN_TOKEN"
 
-/** The fake providers' upstream key, seen by the config check and the provider clients; other env stays. */
-const demoUpstreamKey = ConfigProvider.layerAdd(
-  ConfigProvider.fromEnv({ env: { [UPSTREAM_KEY_ENV]: "demo-upstream-key" } }),
-  { asPrimary: true },
-)
+/**
+ * The fake providers' upstream key and the admin token (for the console and the admin API), seen by the
+ * config check, the provider clients and the admin API; other env stays.
+ */
+const demoEnv = (adminToken: string) =>
+  ConfigProvider.layerAdd(
+    ConfigProvider.fromEnv({
+      env: { [UPSTREAM_KEY_ENV]: "demo-upstream-key", [ADMIN_TOKEN_ENV]: adminToken },
+    }),
+    { asPrimary: true },
+  )
 
 const demoConfig = (listen: string, primary: string, backup: string, keyHash: string, usageFile: string) => ({
   server: { listen },
+  admin: { token_env: ADMIN_TOKEN_ENV },
   usage: { file: usageFile },
   providers: {
     primary: { kind: "anthropic", base_url: primary, api_key_env: UPSTREAM_KEY_ENV },
@@ -63,9 +72,22 @@ const demoFolder = Effect.acquireRelease(
 
 /**
  * `tollgate demo`: two fake providers and the gateway on a built-in config
- * (memory store), a fresh key, and a ready curl line. Runs until Ctrl-C.
+ * (memory store), a fresh key, a ready curl line, and the web console with a
+ * fresh admin token. Runs until Ctrl-C.
  */
 export const demo = (listen: ListenAddress) =>
+  Effect.flatMap(
+    // The operator's token when `TOLLGATE_ADMIN_TOKEN` is set, else a fresh one (printed).
+    Effect.orElseSucceed(Config.option(Config.String(ADMIN_TOKEN_ENV)), () => Option.none<string>()),
+    (given) =>
+      run(
+        listen,
+        Option.getOrElse(given, () => randomBytes(24).toString("base64url")),
+        Option.isSome(given),
+      ),
+  )
+
+const run = (listen: ListenAddress, adminToken: string, given: boolean) =>
   Effect.gen(function* () {
     const fakes = yield* Effect.acquireRelease(
       Effect.promise(() =>
@@ -95,6 +117,7 @@ export const demo = (listen: ListenAddress) =>
             `Tollgate demo: fake providers at ${fakes[0].url} (primary) and ${fakes[1].url} (backup).`,
             `Client key (shown once): ${key}`,
             `Usage records: ${usageFile} (removed when the demo stops)`,
+            `Web console: ${url}/admin/ui (admin token: ${given ? `$${ADMIN_TOKEN_ENV}` : `${adminToken}, shown once`})`,
             "",
             "Try:",
             `  curl -s ${url}/v1/messages -H "x-api-key: ${key}" -H "content-type: application/json" \\`,
@@ -107,4 +130,4 @@ export const demo = (listen: ListenAddress) =>
           ].join("\n"),
         ),
     })
-  }).pipe(Effect.scoped, Effect.provide(demoUpstreamKey))
+  }).pipe(Effect.scoped, Effect.provide(demoEnv(adminToken)))

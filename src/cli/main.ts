@@ -9,7 +9,7 @@ import { logFormatOption, withLogFormat, withLogLevel } from "./options.js"
 import { serve } from "./serve.js"
 import { VERSION } from "../version.js"
 
-/** The variables a gateway reads (serve; demo reads the admin one only). */
+/** The variables a gateway reads (serve; demo reads the admin one only, and makes one when it is unset). */
 const adminTokenEnv: EnvVarDoc = {
   name: "TOLLGATE_ADMIN_TOKEN",
   description:
@@ -66,10 +66,14 @@ const demoCommand = Command.make(
   ({ listen, logFormat }) => demo(listen).pipe(withLogFormat(logFormat)),
 ).pipe(
   Command.withDescription(
-    "Start two fake providers and the gateway on a built-in config (memory store, a temporary folder removed on exit); print a key and a ready curl command. Runs until Ctrl-C.",
+    "Start two fake providers and the gateway on a built-in config (memory store, a temporary folder removed on exit); print a key, a ready curl command and the web console's address. Runs until Ctrl-C.",
   ),
   documented({ command: "tollgate demo --listen 127.0.0.1:9000", description: "Run the demo on port 9000" }, [
-    adminTokenEnv,
+    {
+      name: adminTokenEnv.name,
+      description:
+        "Admin token of the demo's web console (/admin/ui) and /admin/*; default: a fresh one, printed.",
+    },
   ]),
 )
 

@@ -1,0 +1,133 @@
+import { useState } from "preact/hooks"
+import { ApiError, download, query } from "../api.js"
+import { count, usd } from "../format.js"
+import type { TenantView, UsageAnswer } from "../types.js"
+import { Problem, useApi } from "../useApi.js"
+
+const GROUPS = ["model", "provider", "route", "tenant", "key", "day", "session"] as const
+
+const today = (): string => new Date().toISOString().slice(0, 10)
+const daysAgo = (days: number): string => new Date(Date.now() - days * 86_400_000).toISOString().slice(0, 10)
+/** The day after `date` (the `until` bound is exclusive: a range of dates includes its last day). */
+const dayAfter = (date: string): string => new Date(Date.parse(date) + 86_400_000).toISOString().slice(0, 10)
+
+/** `/admin/usage` over a date range, grouped; the same as CSV. */
+export const Usage = () => {
+  const tenants = useApi<{ tenants: ReadonlyArray<TenantView> }>("/admin/tenants")
+  const [form, setForm] = useState({ tenant: "", since: daysAgo(6), until: today(), group_by: "model" })
+  const [applied, setApplied] = useState(form)
+  const params = {
+    tenant: applied.tenant,
+    since: applied.since,
+    until: applied.until === "" ? undefined : dayAfter(applied.until),
+    group_by: applied.group_by,
+  }
+  const { data, error, loading } = useApi<UsageAnswer>(`/admin/usage${query(params)}`)
+  const [downloadError, setDownloadError] = useState<string | undefined>()
+  const set = (field: keyof typeof form) => (event: Event) =>
+    setForm({ ...form, [field]: (event.target as HTMLInputElement | HTMLSelectElement).value })
+  const csv = async () => {
+    setDownloadError(undefined)
+    try {
+      await download(`/admin/usage${query({ ...params, format: "csv" })}`, "tollgate-usage.csv")
+    } catch (e) {
+      setDownloadError(e instanceof ApiError || e instanceof Error ? e.message : String(e))
+    }
+  }
+  return (
+    <section aria-labelledby="usage-title">
+      <div class="page-head">
+        <h1 id="usage-title" tabIndex={-1}>
+          Usage
+        </h1>
+      </div>
+      <form
+        class="filters"
+        onSubmit={(e) => {
+          e.preventDefault()
+          setApplied(form)
+        }}
+      >
+        <label>
+          Tenant
+          <select value={form.tenant} onChange={set("tenant")} name="tenant">
+            <option value="">All tenants</option>
+            {tenants.data?.tenants.map((t) => (
+              <option key={t.name} value={t.name}>
+                {t.name}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label>
+          From (UTC)
+          <input type="date" name="since" value={form.since} onInput={set("since")} />
+        </label>
+        <label>
+          To (UTC, inclusive)
+          <input type="date" name="until" value={form.until} onInput={set("until")} />
+        </label>
+        <label>
+          Group by
+          <select value={form.group_by} onChange={set("group_by")} name="group_by">
+            {GROUPS.map((g) => (
+              <option key={g} value={g}>
+                {g}
+              </option>
+            ))}
+          </select>
+        </label>
+        <button type="submit">Show</button>
+        <button type="button" class="secondary" onClick={csv}>
+          Download CSV
+        </button>
+      </form>
+      <Problem error={error ?? downloadError} />
+      {data !== undefined && (
+        <table aria-busy={loading}>
+          <caption>
+            {count(data.totals.requests)} requests, {usd(data.totals.cost_micro_usd)}
+          </caption>
+          <thead>
+            <tr>
+              <th scope="col">{applied.group_by}</th>
+              <th scope="col" class="num">
+                Requests
+              </th>
+              <th scope="col" class="num">
+                Input tokens
+              </th>
+              <th scope="col" class="num">
+                Output tokens
+              </th>
+              <th scope="col" class="num">
+                Cache read
+              </th>
+              <th scope="col" class="num">
+                Cache write
+              </th>
+              <th scope="col" class="num">
+                Cost
+              </th>
+            </tr>
+          </thead>
+          <tbody>
+            {(data.groups ?? []).map((g) => (
+              <tr key={g.key ?? "(none)"}>
+                <th scope="row">{g.key ?? <span class="muted">(none)</span>}</th>
+                <td class="num">{count(g.requests)}</td>
+                <td class="num">{count(g.input_tokens)}</td>
+                <td class="num">{count(g.output_tokens)}</td>
+                <td class="num">{count(g.cache_read_tokens)}</td>
+                <td class="num">{count(g.cache_write_tokens)}</td>
+                <td class="num" data-micro-usd={g.cost_micro_usd}>
+                  {usd(g.cost_micro_usd)}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </section>
+  )
+}
