@@ -123,7 +123,14 @@ export const makeWindowQueue = (options: WindowQueueOptions): WindowQueue => {
     const since = now()
     // The store says when it admits one more: past the deadline, waiting is no use.
     if (first !== undefined && since + first.retryAfterMs! > deadline) return Effect.fail(first)
-    if (turn.queued >= queue.maxLength) return Effect.fail(first ?? timedOut(queue.maxWaitMs, undefined))
+    if (turn.queued >= queue.maxLength)
+      return Effect.fail(
+        new RateLimited({
+          message: `${first?.message ?? "rate limit exceeded for this tenant"}; ${queue.maxLength} requests already wait (limits.queue.max_length)`,
+          retryAfterSeconds: first?.retryAfterSeconds ?? 1,
+          ...(first?.rateHeaders === undefined ? {} : { rateHeaders: first.rateHeaders }),
+        }),
+      )
     turn.queued++
     options.queueEntered(tenant.name)
     let last = first

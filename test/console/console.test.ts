@@ -18,6 +18,7 @@ import {
 } from "../support/processes.js"
 import { generateKey, hashKey } from "../../src/keys/keys.js"
 import { mkdtempSync } from "node:fs"
+import { startRedis } from "../support/redis.js"
 import { tmpdir } from "node:os"
 
 /**
@@ -26,43 +27,13 @@ import { tmpdir } from "node:os"
  */
 
 const started: Array<Running> = []
+const stops: Array<() => Promise<void>> = []
 let browser: Browser
 let page: Page
 let gateway: Running
 let key: string
-
-beforeAll(async () => {
-  browser = await launchChromium()
-  const dir = mkdtempSync(join(tmpdir(), "tollgate-console-"))
-  key = generateKey()
-  const fake = await startBinary(FAKEPROVIDER, ["--listen", "127.0.0.1:0"])
-  started.push(fake)
-  const config = writeGatewayConfig({
-    dir,
-    upstreamUrl: fake.url,
-    keyHash: hashKey(key),
-    tenant: {
-      limits: { requests_per_minute: 1_000 },
-      budgets: { month: { limit_usd: 100, mode: "hard" } },
-    },
-    sections: {
-      admin: { token_env: ADMIN_ENV },
-      retry: { max_attempts: 1 },
-      breaker: { min_requests: 3, failure_ratio: 0.5, open_for: "2s" },
-    },
-  })
-  gateway = await startBinary(TOLLGATE, ["serve", "--config", config], {
-    [GATEWAY_UPSTREAM_KEY_ENV]: "sk-console",
-    [ADMIN_ENV]: ADMIN_TOKEN,
-  })
-  started.push(gateway)
-  page = await browser.newPage({ acceptDownloads: true })
-}, 60_000)
-
-afterAll(async () => {
-  await browser?.close()
-  await Promise.all(started.map((p) => p.stop()))
-})
+/** The store of the suite running: screenshots are named by it. */
+let storeName = ""
 
 const client = (apiKey = key) => new Anthropic({ baseURL: gateway.url, apiKey, maxRetries: 0 })
 const ask = (apiKey = key, scenario?: string) =>
@@ -71,14 +42,53 @@ const ask = (apiKey = key, scenario?: string) =>
     scenario === undefined ? {} : { headers: { "x-fake-scenario": scenario } },
   )
 
-const shot = (name: string) => page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: true })
+const shot = (name: string) =>
+  page.screenshot({ path: join(SCREENSHOTS, `${storeName}-${name}.png`), fullPage: true })
 
 const go = async (path: string) => {
   await page.getByRole("link", { name: path, exact: true }).click()
   await expect.poll(() => page.locator("main h1").textContent()).toBe(path)
 }
 
-describe("the console", () => {
+describe.each(["memory", "redis"] as const)("the console on the %s store", (store) => {
+  beforeAll(async () => {
+    storeName = store
+    browser = await launchChromium()
+    const dir = mkdtempSync(join(tmpdir(), "tollgate-console-"))
+    key = generateKey()
+    const fake = await startBinary(FAKEPROVIDER, ["--listen", "127.0.0.1:0"])
+    started.push(fake)
+    const redis = store === "redis" ? await startRedis() : undefined
+    if (redis !== undefined) stops.push(redis.stop)
+    const config = writeGatewayConfig({
+      dir,
+      upstreamUrl: fake.url,
+      keyHash: hashKey(key),
+      tenant: {
+        limits: { requests_per_minute: 1_000 },
+        budgets: { month: { limit_usd: 100, mode: "hard" }, session: { limit_usd: 1, mode: "soft" } },
+      },
+      sections: {
+        admin: { token_env: ADMIN_ENV },
+        ...(redis === undefined ? {} : { store: { kind: "redis", url: redis.url } }),
+        retry: { max_attempts: 1 },
+        breaker: { min_requests: 3, failure_ratio: 0.5, open_for: "2s" },
+      },
+    })
+    gateway = await startBinary(TOLLGATE, ["serve", "--config", config], {
+      [GATEWAY_UPSTREAM_KEY_ENV]: "sk-console",
+      [ADMIN_ENV]: ADMIN_TOKEN,
+    })
+    started.push(gateway)
+    page = await browser.newPage({ acceptDownloads: true })
+  }, 60_000)
+
+  afterAll(async () => {
+    await browser?.close()
+    await Promise.all(started.splice(0).map((p) => p.stop()))
+    await Promise.all(stops.splice(0).map((stop) => stop()))
+  })
+
   it("a wrong token shows an error and no data", async () => {
     const answers: Array<number> = []
     const listener = (response: Response) => {
@@ -128,6 +138,9 @@ describe("the console", () => {
     await expect.poll(() => spend.textContent(), { timeout: 10_000 }).toBe(expected)
     expect(expected).not.toBe(before)
     expect(await page.locator('[data-tenant="acme"] meter').count()).toBeGreaterThanOrEqual(2)
+    // Each session's spend as a bar against the session budget.
+    await page.locator('[data-tenant="acme"] details summary').click()
+    expect(await page.locator('[data-tenant="acme"] details meter').count()).toBeGreaterThanOrEqual(1)
     await shot("tenants")
   })
 

@@ -216,6 +216,26 @@ describe("the waiting queue: a burst over the rate limit", () => {
     )
   })
 
+  it.effect("past max_length requests waiting for their window, more get 429 at once naming it", () => {
+    const { telemetry, queued } = recording()
+    const a = tenant("a", { requestsPerMinute: 1 }, { maxWaitMs: 120_000, maxLength: 2 })
+    return withLimits({ telemetry }, (limits) =>
+      Effect.gen(function* () {
+        const fibers = yield* burst(limits, a, 5, T0 + 120_000)
+        yield* TestClock.adjust(0)
+        assert.strictEqual(queued.get("a"), 2)
+        const exits = yield* settle(fibers, 130)
+        const messages = exits.filter(Exit.isFailure).map((exit) => {
+          const reason = exit.cause.reasons[0]
+          return reason !== undefined && reason._tag === "Fail" ? (reason.error as RateLimited).message : ""
+        })
+        // One at once; two wait (the window lets one in per minute); two are refused at once.
+        assert.strictEqual(messages.filter((m) => m.includes("limits.queue.max_length")).length, 2)
+        assert.strictEqual(queued.get("a"), 0)
+      }),
+    )
+  })
+
   it.effect(
     "a request the store's retry time shows cannot be served within max_wait gets 429 at once",
     () => {

@@ -121,9 +121,7 @@ export const Tenants = () => {
                 <thead>
                   <tr>
                     <th scope="col">Session</th>
-                    <th scope="col" class="num">
-                      Spend
-                    </th>
+                    <th scope="col">Spend</th>
                     <th scope="col">Last request</th>
                   </tr>
                 </thead>
@@ -136,7 +134,13 @@ export const Tenants = () => {
                         <th scope="row">
                           <code>{s.id}</code>
                         </th>
-                        <td class="num">{budgetBar(s.spend_micro_usd, tenant.budgets["session"] ?? null)}</td>
+                        <td>
+                          <SessionSpend
+                            id={s.id}
+                            spend={s.spend_micro_usd + s.reserved_micro_usd}
+                            budget={tenant.budgets["session"] ?? null}
+                          />
+                        </td>
                         <td>{s.last_request_at}</td>
                       </tr>
                     ))}
@@ -150,5 +154,15 @@ export const Tenants = () => {
   )
 }
 
-const budgetBar = (spend: number, budget: BudgetView | null) =>
-  budget === null ? usd(spend) : `${usd(spend)} of ${usd(budget.limit_micro_usd)}`
+/** A session's spend, against the tenant's session budget as a bar when it has one. */
+const SessionSpend = ({ id, spend, budget }: { id: string; spend: number; budget: BudgetView | null }) =>
+  budget === null ? (
+    <span class="bar-text">{usd(spend)}</span>
+  ) : (
+    <Bar
+      label={`Session ${id}`}
+      value={spend}
+      max={budget.limit_micro_usd}
+      text={`${usd(spend)} of ${usd(budget.limit_micro_usd)} (${budget.mode})`}
+    />
+  )
