@@ -4,8 +4,8 @@
  * of `GET /admin/usage/series` (`tenant`, `since`, `until`, `resolution`).
  */
 import { Data, Result } from "effect"
-import { GROUP_BY, type GroupBy, type UsageQuery } from "./query.js"
-import { RESOLUTIONS, type Resolution, type SeriesQuery } from "./series.js"
+import { GROUP_BY, type UsageQuery } from "./query.js"
+import { RESOLUTIONS, type SeriesQuery } from "./series.js"
 
 /** A parameter of `/admin/usage` is malformed (400). */
 export class InvalidUsageQuery extends Data.TaggedError("InvalidUsageQuery")<{
@@ -117,57 +117,44 @@ const range = (
 export const usageFormat = (params: URLSearchParams): UsageFormat =>
   params.get("format") === "csv" ? "csv" : "json"
 
+/** Parameter `name`: undefined when absent or empty, else one of `allowed` (a 400 naming it otherwise). */
+const choice = <T extends string>(
+  params: URLSearchParams,
+  name: string,
+  allowed: ReadonlyArray<T>,
+  what: string,
+): Result.Result<T | undefined, InvalidUsageQuery> => {
+  const value = params.get(name) ?? ""
+  if (value === "") return Result.succeed(undefined)
+  if (allowed.includes(value as T)) return Result.succeed(value as T)
+  return Result.fail(
+    new InvalidUsageQuery({
+      param: name,
+      message: `${name}: unknown ${what} ${JSON.stringify(value)}; expected one of ${allowed.join(", ")}`,
+    }),
+  )
+}
+
+const tenantOf = (params: URLSearchParams): string | undefined => {
+  const tenant = params.get("tenant") ?? ""
+  return tenant === "" ? undefined : tenant
+}
+
 /** The query of a `/admin/usage` request (its `format` checked too); empty parameters count as absent. */
 export const parseUsageQuery = (params: URLSearchParams): Result.Result<UsageQuery, InvalidUsageQuery> =>
   Result.gen(function* () {
     yield* checkNames(params, PARAMS)
-    const format = params.get("format") ?? ""
-    if (format !== "" && !FORMATS.includes(format as UsageFormat)) {
-      return yield* Result.fail(
-        new InvalidUsageQuery({
-          param: "format",
-          message: `format: unknown format ${JSON.stringify(format)}; expected one of ${FORMATS.join(", ")}`,
-        }),
-      )
-    }
-    const groupText = params.get("group_by") ?? ""
-    if (groupText !== "" && !GROUP_BY.includes(groupText as GroupBy)) {
-      return yield* Result.fail(
-        new InvalidUsageQuery({
-          param: "group_by",
-          message: `group_by: unknown grouping ${JSON.stringify(groupText)}; expected one of ${GROUP_BY.join(", ")}`,
-        }),
-      )
-    }
+    yield* choice(params, "format", FORMATS, "format")
+    const groupBy = yield* choice(params, "group_by", GROUP_BY, "grouping")
     const { since, until } = yield* range(params)
-    const tenant = params.get("tenant") ?? ""
-    return {
-      tenant: tenant === "" ? undefined : tenant,
-      since,
-      until,
-      groupBy: groupText === "" ? undefined : (groupText as GroupBy),
-    }
+    return { tenant: tenantOf(params), since, until, groupBy }
   })
 
 /** The query of a `/admin/usage/series` request; empty parameters count as absent. */
 export const parseSeriesQuery = (params: URLSearchParams): Result.Result<SeriesQuery, InvalidUsageQuery> =>
   Result.gen(function* () {
     yield* checkNames(params, SERIES_PARAMS)
-    const resolution = params.get("resolution") ?? ""
-    if (resolution !== "" && !RESOLUTIONS.includes(resolution as Resolution)) {
-      return yield* Result.fail(
-        new InvalidUsageQuery({
-          param: "resolution",
-          message: `resolution: unknown resolution ${JSON.stringify(resolution)}; expected one of ${RESOLUTIONS.join(", ")}`,
-        }),
-      )
-    }
+    const resolution = yield* choice(params, "resolution", RESOLUTIONS, "resolution")
     const { since, until } = yield* range(params)
-    const tenant = params.get("tenant") ?? ""
-    return {
-      tenant: tenant === "" ? undefined : tenant,
-      since,
-      until,
-      resolution: resolution === "" ? undefined : (resolution as Resolution),
-    }
+    return { tenant: tenantOf(params), since, until, resolution }
   })

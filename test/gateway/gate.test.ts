@@ -3,28 +3,13 @@ import type { TenantConfig } from "../../src/config/model.js"
 import { BudgetExceeded, RateLimited } from "../../src/domain/errors.js"
 import { makeBufferBudget } from "../../src/ops/BodyBuffers.js"
 import { makeGate } from "../../src/limits/gate.js"
+import { tenantConfig } from "../support/tenants.js"
 
 const tenant = (
   name: string,
   limits: Partial<TenantConfig["limits"]> = {},
   month?: { limitMicroUsd: number; mode: "hard" | "soft" },
-): TenantConfig => ({
-  name,
-  keys: [],
-  routes: "*",
-  limits: {
-    requestsPerMinute: undefined,
-    tokensPerMinute: undefined,
-    concurrentRequests: undefined,
-    ...limits,
-  },
-  budgets: {
-    day: undefined,
-    week: undefined,
-    month: month as TenantConfig["budgets"]["month"],
-    session: undefined,
-  },
-})
+): TenantConfig => tenantConfig(name, limits, month === undefined ? {} : { month })
 
 describe("the buffer budget", () => {
   it("holds at most the cap in total and half of it per tenant, and gives bytes back", () => {

@@ -10,6 +10,7 @@ import * as Limits from "../../src/limits/Limits.js"
 import { makeMemoryStore } from "../../src/limits/memoryStore.js"
 import { Store, type StoreService } from "../../src/limits/Store.js"
 import { noopTelemetry, Telemetry, type TelemetryService } from "../../src/ops/Telemetry.js"
+import { tenantConfig } from "../support/tenants.js"
 
 /**
  * The waiting queue (ADR 0057) under TestClock: the Limits layer over the
@@ -23,19 +24,10 @@ const tenant = (
   limits: Partial<TenantConfig["limits"]>,
   queue: Partial<QueueConfig> | undefined,
 ): TenantConfig =>
-  ({
-    name,
-    keys: [],
-    routes: "*",
-    limits: {
-      requestsPerMinute: undefined,
-      tokensPerMinute: undefined,
-      concurrentRequests: undefined,
-      ...limits,
-      queue: queue === undefined ? undefined : { maxWaitMs: 10_000, maxLength: 100, ...queue },
-    },
-    budgets: { day: undefined, week: undefined, month: undefined, session: undefined },
-  }) as TenantConfig
+  tenantConfig(name, {
+    ...limits,
+    ...(queue === undefined ? {} : { queue: { maxWaitMs: 10_000, maxLength: 100, ...queue } }),
+  })
 
 /** Telemetry that records the queue's calls. */
 const recording = () => {

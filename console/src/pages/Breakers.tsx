@@ -2,6 +2,7 @@ import { useEffect, useState } from "preact/hooks"
 import { dateTime, percent, relative } from "../format.js"
 import type { Breaker } from "../types.js"
 import { Problem, useApi } from "../useApi.js"
+import { Page } from "../ui.js"
 
 const STATE_TEXT = { closed: "Closed", open: "Open", half_open: "Half-open" } as const
 
@@ -14,13 +15,7 @@ export const Breakers = () => {
     return () => clearInterval(timer)
   }, [])
   return (
-    <section aria-labelledby="breakers-title">
-      <div class="page-head">
-        <h1 id="breakers-title" tabIndex={-1}>
-          Breakers
-        </h1>
-        <p class="muted">Live: refreshed every 2 seconds.</p>
-      </div>
+    <Page id="breakers" title="Breakers" head={<p class="muted">Live: refreshed every 2 seconds.</p>}>
       <Problem error={error} />
       {data !== undefined &&
         (data.breakers.length === 0 ? (
@@ -65,6 +60,6 @@ export const Breakers = () => {
             </tbody>
           </table>
         ))}
-    </section>
+    </Page>
   )
 }

@@ -3,6 +3,7 @@ import { ApiError, send } from "../api.js"
 import { dateTime } from "../format.js"
 import type { CreatedKey, KeyView, TenantView } from "../types.js"
 import { Problem, useApi } from "../useApi.js"
+import { Page, TenantOptions } from "../ui.js"
 
 const message = (e: unknown): string => (e instanceof ApiError || e instanceof Error ? e.message : String(e))
 
@@ -52,12 +53,7 @@ export const Keys = () => {
   }
 
   return (
-    <section aria-labelledby="keys-title">
-      <div class="page-head">
-        <h1 id="keys-title" tabIndex={-1}>
-          Keys
-        </h1>
-      </div>
+    <Page id="keys" title="Keys">
       {created !== undefined && (
         <div class="secret" role="status" aria-live="polite">
           <h2>
@@ -92,11 +88,7 @@ export const Keys = () => {
             value={tenant}
             onChange={(e) => setForm({ ...form, tenant: (e.target as HTMLSelectElement).value })}
           >
-            {tenants.data?.tenants.map((t) => (
-              <option key={t.name} value={t.name}>
-                {t.name}
-              </option>
-            ))}
+            <TenantOptions tenants={tenants.data?.tenants} />
           </select>
         </label>
         <label>
@@ -170,6 +162,6 @@ export const Keys = () => {
           </tbody>
         </table>
       )}
-    </section>
+    </Page>
   )
 }

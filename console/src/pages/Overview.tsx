@@ -4,6 +4,7 @@ import { Chart } from "../chart.js"
 import { count, usd } from "../format.js"
 import type { Series } from "../types.js"
 import { Problem, useApi } from "../useApi.js"
+import { Page } from "../ui.js"
 
 const RANGES = [
   { id: "1h", label: "Last hour", ms: 3_600_000, resolution: "minute" },
@@ -44,29 +45,31 @@ export const Overview = () => {
     }
   }, [data])
   return (
-    <section aria-labelledby="overview-title">
-      <div class="page-head">
-        <h1 id="overview-title" tabIndex={-1}>
-          Overview
-        </h1>
-        <div role="group" aria-label="Time range" class="segmented">
-          {RANGES.map((r) => (
-            <button type="button" key={r.id} aria-pressed={r.id === range.id} onClick={() => choose(r)}>
-              {r.label}
-            </button>
-          ))}
-        </div>
-        <button
-          type="button"
-          class="secondary"
-          onClick={() => {
-            setSince(new Date(Date.now() - range.ms).toISOString())
-            reload()
-          }}
-        >
-          Refresh
-        </button>
-      </div>
+    <Page
+      id="overview"
+      title="Overview"
+      head={
+        <>
+          <div role="group" aria-label="Time range" class="segmented">
+            {RANGES.map((r) => (
+              <button type="button" key={r.id} aria-pressed={r.id === range.id} onClick={() => choose(r)}>
+                {r.label}
+              </button>
+            ))}
+          </div>
+          <button
+            type="button"
+            class="secondary"
+            onClick={() => {
+              setSince(new Date(Date.now() - range.ms).toISOString())
+              reload()
+            }}
+          >
+            Refresh
+          </button>
+        </>
+      }
+    >
       <Problem error={error} />
       {data !== undefined && charts !== undefined && (
         <>
@@ -94,7 +97,7 @@ export const Overview = () => {
           <Chart title="Spend (USD)" t={data.t} series={charts.spend} format={formatUsd} />
         </>
       )}
-    </section>
+    </Page>
   )
 }
 

@@ -1,6 +1,7 @@
 import { count, usd } from "../format.js"
 import type { BudgetView, TenantView, WindowView } from "../types.js"
 import { Problem, useApi } from "../useApi.js"
+import { Page } from "../ui.js"
 
 /** A bar of `value` against `max` with its numbers as text (never colour alone). */
 const Bar = ({ label, value, max, text }: { label: string; value: number; max: number; text: string }) => {
@@ -68,13 +69,7 @@ const Window = ({ name, w }: { name: string; w: WindowView }) =>
 export const Tenants = () => {
   const { data, error } = useApi<{ tenants: ReadonlyArray<TenantView> }>("/admin/tenants", 5_000)
   return (
-    <section aria-labelledby="tenants-title">
-      <div class="page-head">
-        <h1 id="tenants-title" tabIndex={-1}>
-          Tenants
-        </h1>
-        <p class="muted">Refreshed every 5 seconds.</p>
-      </div>
+    <Page id="tenants" title="Tenants" head={<p class="muted">Refreshed every 5 seconds.</p>}>
       <Problem error={error} />
       {data?.tenants.map((tenant) => (
         <article
@@ -150,7 +145,7 @@ export const Tenants = () => {
           )}
         </article>
       ))}
-    </section>
+    </Page>
   )
 }
 

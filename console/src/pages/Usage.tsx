@@ -3,6 +3,7 @@ import { ApiError, download, query } from "../api.js"
 import { count, usd } from "../format.js"
 import type { TenantView, UsageAnswer } from "../types.js"
 import { Problem, useApi } from "../useApi.js"
+import { Page, TenantOptions } from "../ui.js"
 
 const GROUPS = ["model", "provider", "route", "tenant", "key", "day", "session"] as const
 
@@ -35,12 +36,7 @@ export const Usage = () => {
     }
   }
   return (
-    <section aria-labelledby="usage-title">
-      <div class="page-head">
-        <h1 id="usage-title" tabIndex={-1}>
-          Usage
-        </h1>
-      </div>
+    <Page id="usage" title="Usage">
       <form
         class="filters"
         onSubmit={(e) => {
@@ -52,11 +48,7 @@ export const Usage = () => {
           Tenant
           <select value={form.tenant} onChange={set("tenant")} name="tenant">
             <option value="">All tenants</option>
-            {tenants.data?.tenants.map((t) => (
-              <option key={t.name} value={t.name}>
-                {t.name}
-              </option>
-            ))}
+            <TenantOptions tenants={tenants.data?.tenants} />
           </select>
         </label>
         <label>
@@ -128,6 +120,6 @@ export const Usage = () => {
           </tbody>
         </table>
       )}
-    </section>
+    </Page>
   )
 }
