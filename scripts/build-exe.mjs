@@ -6,6 +6,7 @@
 // When the bundle, the Node binary and the injector are those of the last build and dist/tollgate is the
 // file that build wrote, nothing is rebuilt (`--force` rebuilds anyway): `npm test` runs this every time.
 import { build } from "esbuild"
+import { buildConsole, consoleDefine } from "./console.mjs"
 import { execFileSync, spawn, spawnSync } from "node:child_process"
 import { createHash } from "node:crypto"
 import { createReadStream, existsSync, readFileSync } from "node:fs"
@@ -47,6 +48,7 @@ await mkdir(work, { recursive: true })
 
 // 1. The bundle: CommonJS (a SEA's main script is run as CommonJS), every package inside, Node built-ins
 //    left as `require("node:…")`. Deterministic, so its hash decides whether the rest must run.
+//    The web console is built and embedded as in bin/tollgate (ADR 0059); no comments or indentation, as there.
 const built = await build({
   entryPoints: [join(root, "src/bin/tollgate.ts")],
   outfile: bundle,
@@ -56,6 +58,8 @@ const built = await build({
   format: "cjs",
   logLevel: "warning",
   legalComments: "none",
+  minifyWhitespace: true,
+  define: consoleDefine(await buildConsole()),
   metafile: true,
 })
 await writeFile(join(work, "meta.json"), JSON.stringify(built.metafile))

@@ -2,8 +2,9 @@
 // time. `--library` builds only the library.
 import { build } from "esbuild"
 import { execFileSync } from "node:child_process"
-import { chmod, copyFile, mkdir, readFile, rm } from "node:fs/promises"
+import { chmod, mkdir, rm } from "node:fs/promises"
 import { createRequire } from "node:module"
+import { buildConsole, consoleDefine } from "./console.mjs"
 import { TOLLGATE_NODE_OPTIONS, TOLLGATE_V8_FLAGS } from "./gateway-flags.mjs"
 
 /**
@@ -51,33 +52,6 @@ const buildLibrary = async () => {
   execFileSync(process.execPath, [tsc, "-p", "tsconfig.build.json"], { stdio: "inherit" })
 }
 
-/**
- * The web console (`console/`, SPEC "Console"): Preact and uPlot bundled and minified for current browsers
- * into dist/console/{index.html,app.js,app.css}; returns the three files' text, which the gateway bundle
- * embeds (`__TOLLGATE_CONSOLE__`). Nothing is loaded from elsewhere at run time.
- */
-const buildConsole = async () => {
-  await rm("dist/console", { recursive: true, force: true })
-  await build({
-    entryPoints: { app: "console/src/main.tsx" },
-    outdir: "dist/console",
-    bundle: true,
-    minify: true,
-    platform: "browser",
-    target: ["chrome120", "firefox120", "safari17"],
-    format: "esm",
-    jsx: "automatic",
-    jsxImportSource: "preact",
-    logLevel: "warning",
-    legalComments: "none",
-  })
-  await copyFile("console/index.html", "dist/console/index.html")
-  const files = {}
-  for (const name of ["index.html", "app.js", "app.css"])
-    files[name] = await readFile(`dist/console/${name}`, "utf8")
-  return files
-}
-
 await buildLibrary()
 if (process.argv.includes("--library")) process.exit(0)
 const consoleFiles = await buildConsole()
@@ -96,9 +70,11 @@ for (const entry of entries) {
     },
     logLevel: "warning",
     legalComments: "none",
-    define: {
-      __TOLLGATE_CONSOLE__: entry.out === "bin/tollgate" ? JSON.stringify(consoleFiles) : "undefined",
-    },
+    // No comments or indentation: V8 keeps the whole source in the heap as one string (two bytes per
+    // character when a comment holds one non-Latin-1 character), ~11 MB otherwise.
+    minifyWhitespace: true,
+    define:
+      entry.out === "bin/tollgate" ? consoleDefine(consoleFiles) : { __TOLLGATE_CONSOLE__: "undefined" },
   })
   await chmod(entry.out, 0o755)
 }

@@ -236,13 +236,22 @@ describe("dist/tollgate, the single executable, on a PATH with no node", () => {
     expect(usageRecords(dir).at(-1)!["incomplete"]).not.toBe(true)
   })
 
-  it("demo answers its own curl line and stops on SIGTERM", async () => {
+  it("demo answers its own curl line, serves the web console it prints, and stops on SIGTERM", async () => {
     const demo = await start(["demo", "--listen", "127.0.0.1:0"])
     await eventually(() => /Client key \(shown once\): (tg_\w+)/.test(demo.output()))
     const demoKey = /Client key \(shown once\): (tg_\w+)/.exec(demo.output())![1]!
     const response = await messages(demo.url, demoKey, { model: "claude-demo", max_tokens: 16 })
     expect(response.status).toBe(200)
     expect(await response.json()).toMatchObject({ type: "message" })
+    // The console is inside the executable (ADR 0059): its page and code, with the token the demo printed.
+    const consoleUrl = /Web console: (http:\/\/\S+\/admin\/ui)/.exec(demo.output())?.[1]
+    expect(consoleUrl).toBe(`${demo.url}/admin/ui`)
+    const page = await fetch(consoleUrl!)
+    expect(page.status).toBe(200)
+    expect(await page.text()).toContain('<script type="module" src="/admin/ui/app.js"></script>')
+    const script = await fetch(`${demo.url}/admin/ui/app.js`)
+    expect(script.headers.get("content-type")).toBe("text/javascript; charset=utf-8")
+    expect((await script.text()).length).toBeGreaterThan(10_000)
     expect(await demo.stop("SIGTERM")).toBe(0)
   })
 })
