@@ -44,13 +44,13 @@ export const redisCommand = (port, command, timeoutMs = 1_000) =>
 
 /**
  * Starts `redis-server` (`bin`) in `dir` on a free port (three tries, in case another process takes the
- * port first) and waits until it answers PING. Resolves `{ child, pid, port, url }` (`url` with db 0);
- * rejects with the log's tail.
+ * port first), or on `port` when given (one try: the soak's restart on the same port), and waits until it
+ * answers PING. Resolves `{ child, pid, port, url }` (`url` with db 0); rejects with the log's tail.
  */
-export const startRedis = async ({ bin, dir, logFile, timeoutMs = 10_000 }) => {
+export const startRedis = async ({ bin, dir, logFile, port: fixedPort, timeoutMs = 10_000 }) => {
   let lastError
-  for (let attempt = 0; attempt < 3; attempt++) {
-    const port = await freePort()
+  for (let attempt = 0; attempt < (fixedPort === undefined ? 3 : 1); attempt++) {
+    const port = fixedPort ?? (await freePort())
     const args = [
       "--port",
       String(port),
