@@ -1,11 +1,21 @@
 import { useState } from "preact/hooks"
 import { ApiError, download, query } from "../api.js"
 import { count, usd } from "../format.js"
-import type { TenantView, UsageAnswer } from "../types.js"
+import type { TenantView, Totals, UsageAnswer } from "../types.js"
 import { Problem, useApi } from "../useApi.js"
 import { Page, TenantOptions } from "../ui.js"
 
 const GROUPS = ["model", "provider", "route", "tenant", "key", "day", "session"] as const
+
+/** The numeric columns of a group, as in `/admin/usage` and its CSV. */
+const COLUMNS = [
+  { field: "requests", label: "Requests" },
+  { field: "input_tokens", label: "Input tokens" },
+  { field: "output_tokens", label: "Output tokens" },
+  { field: "cache_read_tokens", label: "Cache read" },
+  { field: "cache_write_tokens", label: "Cache write" },
+  { field: "cost_micro_usd", label: "Cost" },
+] as const satisfies ReadonlyArray<{ field: keyof Totals; label: string }>
 
 const today = (): string => new Date().toISOString().slice(0, 10)
 const daysAgo = (days: number): string => new Date(Date.now() - days * 86_400_000).toISOString().slice(0, 10)
@@ -83,38 +93,22 @@ export const Usage = () => {
           <thead>
             <tr>
               <th scope="col">{applied.group_by}</th>
-              <th scope="col" class="num">
-                Requests
-              </th>
-              <th scope="col" class="num">
-                Input tokens
-              </th>
-              <th scope="col" class="num">
-                Output tokens
-              </th>
-              <th scope="col" class="num">
-                Cache read
-              </th>
-              <th scope="col" class="num">
-                Cache write
-              </th>
-              <th scope="col" class="num">
-                Cost
-              </th>
+              {COLUMNS.map((column) => (
+                <th scope="col" class="num" key={column.field}>
+                  {column.label}
+                </th>
+              ))}
             </tr>
           </thead>
           <tbody>
             {(data.groups ?? []).map((g) => (
               <tr key={g.key ?? "(none)"}>
                 <th scope="row">{g.key ?? <span class="muted">(none)</span>}</th>
-                <td class="num">{count(g.requests)}</td>
-                <td class="num">{count(g.input_tokens)}</td>
-                <td class="num">{count(g.output_tokens)}</td>
-                <td class="num">{count(g.cache_read_tokens)}</td>
-                <td class="num">{count(g.cache_write_tokens)}</td>
-                <td class="num" data-micro-usd={g.cost_micro_usd}>
-                  {usd(g.cost_micro_usd)}
-                </td>
+                {COLUMNS.map(({ field }) => (
+                  <td class="num" key={field}>
+                    {field === "cost_micro_usd" ? usd(g[field]) : count(g[field])}
+                  </td>
+                ))}
               </tr>
             ))}
           </tbody>
