@@ -129,8 +129,6 @@ const UPSTREAM_IDLE_MS = 30_000
 const DRAIN_MS = 30_000
 /** fds_end may exceed fds_start by this much (a lazily opened descriptor) and still pass. */
 const FD_BOUND = 4
-/** Bytes per record of the in-memory usage index (src/admin/columns.ts: 42 at full capacity). */
-const INDEX_BYTES_PER_RECORD = 42
 /** A slope is judged only over at least this much time after warm-up (a shorter fit is reported, not judged). */
 const MIN_SLOPE_WINDOW_MS = 10 * 60_000
 
@@ -977,17 +975,12 @@ const main = async () => {
   const heapFit = leastSquares(fitPoints("heap_used_mb"))
   const rssSlope = rssFit === null ? null : rssFit.b * 10
   const heapSlope = heapFit === null ? null : heapFit.b * 10
-  const fitted = loadSamples.filter((s) => s.t_s * 1000 >= warmupMs)
-  const answeredPerS =
-    fitted.length === 0 ? 0 : fitted.reduce((sum, s) => sum + s.answered_per_s, 0) / fitted.length
-  const indexSlope = (answeredPerS * 600 * INDEX_BYTES_PER_RECORD) / 2 ** 20
-  const rssSlopeExIndex = rssSlope === null ? null : rssSlope - indexSlope
   const metricsSpend = metricSum(metricsText, "tollgate_spend_micro_usd_total")
   const metricsRequests = metricSum(metricsText, "tollgate_requests_total")
   const storeMonth = tenantState.month ?? null
   const restarted = restart !== null
   const storeJudged = !restarted && storeMonth !== null
-  const slopeJudged = fitWindowMs >= MIN_SLOPE_WINDOW_MS && rssSlopeExIndex !== null
+  const slopeJudged = fitWindowMs >= MIN_SLOPE_WINDOW_MS && rssSlope !== null
 
   const checks = {
     records_equal_answered: {
@@ -1066,13 +1059,11 @@ const main = async () => {
       ...gatewayExit,
     },
     rss_slope: {
-      pass: slopeJudged ? rssSlopeExIndex < options.slopeLimit : null,
+      pass: slopeJudged ? rssSlope < options.slopeLimit : null,
       what:
-        `least-squares slope of RSS after warm-up, minus the usage index's designed growth (${INDEX_BYTES_PER_RECORD} B per record), < ${options.slopeLimit} MB per 10 min` +
+        `least-squares slope of RSS after warm-up < ${options.slopeLimit} MB per 10 min` +
         (slopeJudged ? "" : `; not judged: fewer than ${MIN_SLOPE_WINDOW_MS / 60_000} minutes after warm-up`),
       rss_slope_mb_per_10min: round(rssSlope, 3),
-      usage_index_mb_per_10min: round(indexSlope, 3),
-      rss_slope_excluding_index_mb_per_10min: round(rssSlopeExIndex, 3),
       heap_used_slope_mb_per_10min: round(heapSlope, 3),
     },
   }
@@ -1100,7 +1091,7 @@ const main = async () => {
               ...rssFit,
               x0: warmupMin,
               x1: loadSamples.at(-1).t_s / 60,
-              label: `fit after warm-up: ${rssSlope.toFixed(2)} MB / 10 min (index ${indexSlope.toFixed(2)})`,
+              label: `fit after warm-up: ${rssSlope.toFixed(2)} MB / 10 min`,
             },
     },
     "heap.svg": {
@@ -1176,7 +1167,6 @@ const main = async () => {
     answered: reached,
     spend_equal: checks.spend_equal.pass,
     rss_slope_mb_per_10min: round(rssSlope, 3),
-    rss_slope_excluding_index_mb_per_10min: round(rssSlopeExIndex, 3),
     heap_used_slope_mb_per_10min: round(heapSlope, 3),
     rss_peak_mb: round(peakRss),
     rss_hwm_mb: hwmKb === null ? null : round(hwmKb / 1024),
@@ -1214,8 +1204,8 @@ const main = async () => {
   const summaryFile = join(outDir, "summary.json")
   await writeFile(summaryFile, `${JSON.stringify(summary, null, 2)}\n`)
   log(
-    `${sent} requests, ${records} records, spend ${fileCost} µUSD, RSS slope ${summary.rss_slope_mb_per_10min} MB/10 min ` +
-      `(${summary.rss_slope_excluding_index_mb_per_10min} without the index), peak ${summary.rss_peak_mb} MB, ` +
+    `${sent} requests, ${records} records, spend ${fileCost} µUSD, RSS slope ${summary.rss_slope_mb_per_10min} MB/10 min, ` +
+      `peak ${summary.rss_peak_mb} MB, ` +
       `fds ${fdsStartSettled} → ${fdsEnd}, upstream sockets at end ${upstreamEnd}`,
   )
   log(failed.length === 0 ? "all judged checks hold" : `FAILED: ${failed.join(", ")}`)

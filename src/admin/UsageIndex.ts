@@ -1,25 +1,30 @@
-import { Clock, Context, Effect, FiberSet, Layer } from "effect"
+import { Clock, Context, Effect, FiberSet, Layer, Result } from "effect"
+import { dirname } from "node:path"
 import { UsageFileError, UsageLog, type UsageLogService } from "../meter/UsageLog.js"
 import type { UsageRecord } from "../meter/record.js"
-import type { Columns } from "./columns.js"
-import { loadColumns, toRow } from "./load.js"
-import { runQuery, type UsageQuery, type UsageResult } from "./query.js"
-import { runSeries, type Series, type SeriesQuery, type TooManyBuckets } from "./series.js"
+import { ChunkedRows, openChunkFile } from "./chunks.js"
+import { loadRows, toRow } from "./load.js"
+import { startQuery, type UsageQuery, type UsageResult } from "./query.js"
+import { startSeries, type Series, type SeriesQuery, type TooManyBuckets } from "./series.js"
 
 /** Size of the index, for logs and the admin API. */
 export interface UsageIndexStats {
   readonly records: number
-  /** Bytes of the columns (allocated capacity; string tables not included). */
-  readonly columnBytes: number
+  /** Bytes of rows in memory (a few chunks; string tables not included). */
+  readonly memoryBytes: number
+  /** Bytes of the chunk file (46 per record written out). */
+  readonly diskBytes: number
   readonly sessions: number
 }
 
 /**
- * The usage records of this process in memory, for `/admin/usage`: the
- * usage file as it was at start plus every record appended since, kept in
- * compact sorted columns (42 bytes per record; see `columns.ts`), so a query
- * reads memory, never the file. Records written to the same file by other
- * copies after this one started are not seen until it restarts.
+ * The usage records of this process, for `/admin/usage`: the usage file as
+ * it was at start plus every record appended since, kept in compact sorted
+ * columns (46 bytes per record; see `columns.ts`) in chunks, of which only a
+ * few are in memory and the others in a chunk file beside the usage file
+ * (`chunks.ts`), so memory does not grow with the records and a query never
+ * parses the usage file. Records written to the same file by other copies
+ * after this one started are not seen until it restarts.
  */
 export interface UsageIndexService {
   /** Adds one record (plain function: it runs once per request). A record with an unparsable `ts` is ignored. */
@@ -35,21 +40,31 @@ export class UsageIndex extends Context.Service<UsageIndex, UsageIndexService>()
   "tollgate/admin/UsageIndex",
 ) {}
 
-/** The index over already built columns (tests, and `layer`). */
-export const make = (columns: Columns): UsageIndexService => ({
+/** The index over `rows` (tests, and `layer`). */
+export const make = (rows: ChunkedRows): UsageIndexService => ({
   add: (record) => {
-    const row = toRow(columns, record)
+    const row = toRow(rows.tables, record)
     // Records arrive in near-`ts` order (a record is written when its request ends): the insert moves only the newer rows.
-    if (row !== undefined) columns.insert(row)
+    if (row !== undefined) rows.add(row)
   },
-  query: Effect.fn("UsageIndex.query")((query: UsageQuery) => Effect.sync(() => runQuery(columns, query))),
-  series: Effect.fn("UsageIndex.series")((query: SeriesQuery) =>
-    Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.fromResult(runSeries(columns, query, now))),
-  ),
+  query: Effect.fn("UsageIndex.query")(function* (query: UsageQuery) {
+    const run = startQuery(rows.tables, query)
+    yield* rows.scan(query.since, query.until, run.visit)
+    return run.result()
+  }),
+  series: Effect.fn("UsageIndex.series")(function* (query: SeriesQuery) {
+    const now = yield* Clock.currentTimeMillis
+    const started = startSeries(rows.tables, query, now, (mine, until) => rows.firstBefore(mine, until))
+    if (Result.isFailure(started)) return yield* started.failure
+    const run = started.success
+    yield* rows.scan(run.since, run.until, run.visit)
+    return run.result()
+  }),
   stats: () => ({
-    records: columns.size,
-    columnBytes: columns.bytes(),
-    sessions: columns.sessions.names.length - 1,
+    records: rows.size,
+    memoryBytes: rows.memoryBytes(),
+    diskBytes: rows.diskBytes(),
+    sessions: rows.tables.sessions.names.length - 1,
   }),
 })
 
@@ -57,8 +72,25 @@ const errorMessage = (cause: unknown): string => (cause instanceof Error ? cause
 
 const load = Effect.fn("UsageIndex.load")(function* (file: string) {
   const start = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
+  // Logs a chunk that could not be written (it stays in memory) with the layer's logger.
+  const runFork = yield* FiberSet.makeRuntime<never>()
+  const chunkFile = yield* openChunkFile(dirname(file)).pipe(
+    Effect.mapError(
+      (cause) =>
+        new UsageFileError({ file, operation: "open", message: `usage index file: ${errorMessage(cause)}` }),
+    ),
+  )
+  const rows = new ChunkedRows({
+    file: chunkFile,
+    onWriteError: (cause) =>
+      runFork(
+        Effect.logError("usage index chunk not written; it stays in memory").pipe(
+          Effect.annotateLogs({ file, error: errorMessage(cause) }),
+        ),
+      ),
+  })
   const loaded = yield* Effect.tryPromise({
-    try: () => loadColumns(file),
+    try: () => loadRows(file, rows),
     catch: (cause) => new UsageFileError({ file, operation: "read", message: errorMessage(cause) }),
   })
   const end = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
@@ -67,7 +99,7 @@ const load = Effect.fn("UsageIndex.load")(function* (file: string) {
       Effect.annotateLogs({ file, skipped: loaded.skipped, lines: loaded.skippedLines.join(",") }),
     )
   }
-  const service = make(loaded.columns)
+  const service = make(rows)
   yield* Effect.logInfo("usage index loaded").pipe(
     Effect.annotateLogs({ file, ...service.stats(), ms: end - start }),
   )
@@ -77,7 +109,9 @@ const load = Effect.fn("UsageIndex.load")(function* (file: string) {
 /**
  * The index of `file` (absolute path), read once while the layer is built
  * (a missing file is empty; torn lines are skipped with a warning; an
- * unreadable file fails the layer with `UsageFileError`).
+ * unreadable file, or a directory where the chunk file cannot be created,
+ * fails the layer with `UsageFileError`). The chunk file is closed (and
+ * gone) when the layer's scope closes.
  */
 export const layer = (file: string): Layer.Layer<UsageIndex, UsageFileError> =>
   Layer.effect(UsageIndex, load(file))

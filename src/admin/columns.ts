@@ -1,20 +1,19 @@
 /**
- * The usage index's storage: one typed array per field (columnar), strings
- * interned to small integer ids, rows kept sorted by `ts` so a time range
- * is two binary searches.
+ * The usage index's storage: rows in chunks of a fixed number of rows, one
+ * typed array per field in each chunk (columnar), strings interned to small
+ * integer ids in tables shared by every chunk, the rows of a chunk sorted by
+ * `ts` so a time range is two binary searches in it.
  *
- * Memory per record: 42 bytes at full capacity — ts Float64 (8), cost
- * Float64 (8), four token counts Uint32 (16), session id Uint32 (4), the
- * HTTP status Uint16 (2), and two Uint16 ids (2 each; widened to Uint32
- * only if a table passes 65,535 entries): the key (tenant and key id
- * together) and the target (route, provider and model together). Those
- * combinations are few (they come from the config), so a record pays for
- * five names with two ids. Arrays grow by 1.5× (after loading the file
- * they are fitted to the records plus 1/8), so allocated memory is 42–63
- * bytes per record (up to 105 for the moment a growth copies). Each distinct string (tenant, key id, route, provider,
- * model, session) and each combination costs one table entry once, ~100
- * bytes for a derived session id; only sessions (and the unknown route
- * names clients send, answered 404) grow with traffic.
+ * A row is 46 bytes — ts Float64 (8), cost Float64 (8), four token counts
+ * Uint32 (16), session id Uint32 (4), two Uint32 ids (4 each): the key
+ * (tenant and key id together) and the target (route, provider and model
+ * together), and the HTTP status Uint16 (2). Those combinations are few (they
+ * come from the config), so a record pays for five names with two ids. Full
+ * chunks leave memory for a file (`chunks.ts`); the columns of a chunk are
+ * laid out in the file as in memory. Each distinct string (tenant, key id,
+ * route, provider, model, session) and each combination costs one table
+ * entry once, ~100 bytes for a derived session id; only sessions (and the
+ * unknown route names clients send, answered 404) grow with traffic.
  */
 
 /** Id 0 of every string table: a null field (no route, provider, model or session). */
@@ -83,13 +82,13 @@ export class Combinations {
   }
 }
 
-/** One record as the columns hold it (ids from the tables of {@link Columns}). */
+/** One record as the columns hold it (ids from {@link Tables}). */
 export interface Row {
   /** Epoch ms. */
   readonly ts: number
-  /** A {@link Columns.keys} id (tenant and key id). */
+  /** A {@link Tables.keys} id (tenant and key id). */
   readonly key: number
-  /** A {@link Columns.targets} id (route, provider and model). */
+  /** A {@link Tables.targets} id (route, provider and model). */
   readonly target: number
   readonly session: number
   readonly input: number
@@ -102,23 +101,8 @@ export interface Row {
   readonly status: number
 }
 
-type Ids = Uint16Array | Uint32Array
-
-const tokens = (n: number): number => (n <= 0 ? 0 : n >= MAX_TOKENS ? MAX_TOKENS : Math.round(n))
-
-const httpStatus = (n: number): number => (n <= 0 ? 0 : n >= MAX_STATUS ? MAX_STATUS : Math.round(n))
-
-const grow = <T extends Float64Array | Uint32Array | Uint16Array>(array: T, capacity: number): T => {
-  const next = new (array.constructor as new (n: number) => T)(capacity)
-  next.set(array.length <= capacity ? array : array.subarray(0, capacity))
-  return next
-}
-
-/** The columns; `size` rows are valid, sorted by `ts` unless `sorted` is false (bulk load only). */
-export class Columns {
-  size = 0
-  /** False after an out-of-order `push`; `sort()` restores it. */
-  sorted = true
+/** The string tables and combinations every chunk's ids refer to. */
+export class Tables {
   readonly tenants = new Interner()
   readonly keyIds = new Interner()
   readonly routes = new Interner()
@@ -129,30 +113,6 @@ export class Columns {
   readonly keys = new Combinations(2)
   /** (route, provider, model) of each `target` id. */
   readonly targets = new Combinations(3)
-  ts: Float64Array
-  cost: Float64Array
-  input: Uint32Array
-  output: Uint32Array
-  cacheRead: Uint32Array
-  cacheWrite: Uint32Array
-  session: Uint32Array
-  /** HTTP status of each record. */
-  status: Uint16Array
-  key: Ids
-  target: Ids
-
-  constructor(capacity = 1024) {
-    this.ts = new Float64Array(capacity)
-    this.cost = new Float64Array(capacity)
-    this.input = new Uint32Array(capacity)
-    this.output = new Uint32Array(capacity)
-    this.cacheRead = new Uint32Array(capacity)
-    this.cacheWrite = new Uint32Array(capacity)
-    this.session = new Uint32Array(capacity)
-    this.status = new Uint16Array(capacity)
-    this.key = new Uint16Array(capacity)
-    this.target = new Uint16Array(capacity)
-  }
 
   /** The `key` id of a record's tenant and key id. */
   keyOf(tenant: string, keyId: string): number {
@@ -168,83 +128,192 @@ export class Columns {
     )
   }
 
-  /** Appends at the end; with a `ts` earlier than the last row it clears `sorted` (call `sort()` before querying). */
+  /** Per key id: 1 when the key is `tenant`'s. Undefined when the tenant never occurred. */
+  keysOf(tenant: string): Uint8Array | undefined {
+    const id = this.tenants.find(tenant)
+    if (id === undefined) return undefined
+    const owners = this.keys.parts[0]!
+    const mine = new Uint8Array(owners.length)
+    for (let k = 0; k < owners.length; k++) mine[k] = owners[k] === id ? 1 : 0
+    return mine
+  }
+}
+
+/** Rows to read: `size` rows of each column, sorted by `ts`. */
+export interface Rows {
+  readonly size: number
+  readonly ts: Float64Array
+  readonly cost: Float64Array
+  readonly input: Uint32Array
+  readonly output: Uint32Array
+  readonly cacheRead: Uint32Array
+  readonly cacheWrite: Uint32Array
+  readonly session: Uint32Array
+  readonly key: Uint32Array
+  readonly target: Uint32Array
+  readonly status: Uint16Array
+}
+
+/** Bytes of one row, in memory and in the chunk file. */
+export const ROW_BYTES = 46
+
+/** First row index of `rows` whose `ts` is ≥ `ms` (`size` when none). */
+export const lowerBound = (rows: Rows, ms: number): number => {
+  let lo = 0
+  let hi = rows.size
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1
+    if (rows.ts[mid]! < ms) lo = mid + 1
+    else hi = mid
+  }
+  return lo
+}
+
+/** First row index of `rows` whose `ts` is > `ms` (`size` when none). */
+export const upperBound = (rows: Rows, ms: number): number => {
+  let lo = 0
+  let hi = rows.size
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1
+    if (rows.ts[mid]! <= ms) lo = mid + 1
+    else hi = mid
+  }
+  return lo
+}
+
+/**
+ * The `ts` of the first row of `rows` before `until` whose key is marked in
+ * `mine` (every key when undefined); undefined when there is none.
+ */
+export const firstBefore = (rows: Rows, mine: Uint8Array | undefined, until: number): number | undefined => {
+  const { ts, key } = rows
+  for (let i = 0; i < rows.size && ts[i]! < until; i++) {
+    if (mine === undefined || mine[key[i]!] === 1) return ts[i]!
+  }
+  return undefined
+}
+
+/**
+ * Views of the columns of `rows` rows laid out from byte 0 of `buffer`
+ * (8-byte columns first, so every view is aligned): how a chunk is written
+ * to the chunk file and read back.
+ */
+export const viewRows = (buffer: ArrayBuffer, rows: number, capacity = rows): Rows => {
+  let at = 0
+  const take = <T>(make: new (b: ArrayBuffer, offset: number, length: number) => T, bytes: number): T => {
+    const view = new make(buffer, at, capacity)
+    at += bytes * capacity
+    return view
+  }
+  return {
+    size: rows,
+    ts: take(Float64Array, 8),
+    cost: take(Float64Array, 8),
+    input: take(Uint32Array, 4),
+    output: take(Uint32Array, 4),
+    cacheRead: take(Uint32Array, 4),
+    cacheWrite: take(Uint32Array, 4),
+    session: take(Uint32Array, 4),
+    key: take(Uint32Array, 4),
+    target: take(Uint32Array, 4),
+    status: take(Uint16Array, 2),
+  }
+}
+
+const tokens = (n: number): number => (n <= 0 ? 0 : n >= MAX_TOKENS ? MAX_TOKENS : Math.round(n))
+
+const httpStatus = (n: number): number => (n <= 0 ? 0 : n >= MAX_STATUS ? MAX_STATUS : Math.round(n))
+
+type Column = Float64Array | Uint32Array | Uint16Array
+
+/**
+ * One chunk being filled: `capacity` rows allocated once (46 bytes each),
+ * `size` of them valid, sorted by `ts` unless `sorted` is false (bulk load
+ * only). Reused after it has been written out (`clear`), so filling chunks
+ * allocates nothing.
+ */
+export class Chunk implements Rows {
+  size = 0
+  /** False after an out-of-order `push`; `sort()` restores it. */
+  sorted = true
+  readonly ts: Float64Array
+  readonly cost: Float64Array
+  readonly input: Uint32Array
+  readonly output: Uint32Array
+  readonly cacheRead: Uint32Array
+  readonly cacheWrite: Uint32Array
+  readonly session: Uint32Array
+  readonly key: Uint32Array
+  readonly target: Uint32Array
+  /** HTTP status of each record. */
+  readonly status: Uint16Array
+  /** The columns in their file order, over one buffer. */
+  private readonly buffer: ArrayBuffer
+
+  constructor(readonly capacity: number) {
+    this.buffer = new ArrayBuffer(ROW_BYTES * capacity)
+    const rows = viewRows(this.buffer, 0, capacity)
+    this.ts = rows.ts
+    this.cost = rows.cost
+    this.input = rows.input
+    this.output = rows.output
+    this.cacheRead = rows.cacheRead
+    this.cacheWrite = rows.cacheWrite
+    this.session = rows.session
+    this.key = rows.key
+    this.target = rows.target
+    this.status = rows.status
+  }
+
+  get full(): boolean {
+    return this.size === this.capacity
+  }
+
+  /** Empties the chunk for reuse. */
+  clear(): void {
+    this.size = 0
+    this.sorted = true
+  }
+
+  /** Appends at the end (the chunk must not be full); with a `ts` earlier than the last row it clears `sorted` (call `sort()` before reading). */
   push(row: Row): void {
-    this.reserve()
     if (this.size > 0 && row.ts < this.ts[this.size - 1]!) this.sorted = false
     this.write(this.size++, row)
   }
 
-  /** Inserts keeping `ts` order: after every row with the same or an earlier `ts` (cost: the rows after it move). */
+  /** Inserts keeping `ts` order (the chunk must not be full): after every row with the same or an earlier `ts` (cost: the rows after it move). */
   insert(row: Row): void {
     if (this.size === 0 || row.ts >= this.ts[this.size - 1]!) return this.push(row)
-    this.reserve()
-    const at = this.upperBound(row.ts)
+    const at = upperBound(this, row.ts)
     for (const column of this.all()) column.copyWithin(at + 1, at, this.size)
     this.size++
     this.write(at, row)
   }
 
-  /** First row index whose `ts` is ≥ `ms` (`size` when none). */
-  lowerBound(ms: number): number {
-    let lo = 0
-    let hi = this.size
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1
-      if (this.ts[mid]! < ms) lo = mid + 1
-      else hi = mid
-    }
-    return lo
-  }
-
-  /** First row index whose `ts` is > `ms` (`size` when none). */
-  upperBound(ms: number): number {
-    let lo = 0
-    let hi = this.size
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1
-      if (this.ts[mid]! <= ms) lo = mid + 1
-      else hi = mid
-    }
-    return lo
-  }
-
-  /** Restores `ts` order after out-of-order pushes (stable: equal `ts` keep file order). O(n log n), one column copy at a time. */
+  /** Restores `ts` order after out-of-order pushes (stable: equal `ts` keep push order), in place. */
   sort(): void {
     if (this.sorted) return
     const ts = this.ts
-    const order = new Uint32Array(this.size)
-    for (let i = 0; i < order.length; i++) order[i] = i
+    const n = this.size
+    const order = new Uint32Array(n)
+    for (let i = 0; i < n; i++) order[i] = i
     order.sort((a, b) => ts[a]! - ts[b]! || a - b)
-    const permute = <T extends Float64Array | Uint32Array | Uint16Array>(column: T): T => {
-      const next = new (column.constructor as new (n: number) => T)(column.length)
-      for (let i = 0; i < order.length; i++) next[i] = column[order[i]!]!
-      return next
+    const scratch = new Float64Array(n)
+    for (const column of this.all()) {
+      for (let i = 0; i < n; i++) scratch[i] = column[order[i]!]!
+      column.set(scratch.subarray(0, n))
     }
-    this.ts = permute(this.ts)
-    this.cost = permute(this.cost)
-    this.input = permute(this.input)
-    this.output = permute(this.output)
-    this.cacheRead = permute(this.cacheRead)
-    this.cacheWrite = permute(this.cacheWrite)
-    this.session = permute(this.session)
-    this.status = permute(this.status)
-    this.key = permute(this.key)
-    this.target = permute(this.target)
     this.sorted = true
   }
 
-  /** Shrinks (or grows) the capacity to `size` plus 1/8 (at least 1,024 rows): after a bulk load, 42 × 1.125 bytes per record. */
-  fit(): void {
-    this.resize(Math.ceil(this.size * 1.125) + 1024)
+  /** The valid rows as bytes in the file layout (views of this chunk's columns, no copy). */
+  fileViews(): Array<Uint8Array> {
+    return this.all().map(
+      (column) => new Uint8Array(column.buffer, column.byteOffset, this.size * column.BYTES_PER_ELEMENT),
+    )
   }
 
-  /** Bytes allocated by the columns (string tables not included). */
-  bytes(): number {
-    return this.all().reduce((sum, column) => sum + column.byteLength, 0)
-  }
-
-  private all(): Array<Float64Array | Uint32Array | Uint16Array> {
+  private all(): Array<Column> {
     return [
       this.ts,
       this.cost,
@@ -253,33 +322,13 @@ export class Columns {
       this.cacheRead,
       this.cacheWrite,
       this.session,
-      this.status,
       this.key,
       this.target,
+      this.status,
     ]
   }
 
-  private reserve(): void {
-    if (this.size < this.ts.length) return
-    this.resize(Math.max(1024, Math.ceil(this.ts.length * 1.5)))
-  }
-
-  private resize(capacity: number): void {
-    this.ts = grow(this.ts, capacity)
-    this.cost = grow(this.cost, capacity)
-    this.input = grow(this.input, capacity)
-    this.output = grow(this.output, capacity)
-    this.cacheRead = grow(this.cacheRead, capacity)
-    this.cacheWrite = grow(this.cacheWrite, capacity)
-    this.session = grow(this.session, capacity)
-    this.status = grow(this.status, capacity)
-    this.key = grow(this.key, capacity)
-    this.target = grow(this.target, capacity)
-  }
-
   private write(i: number, row: Row): void {
-    if (row.key > 0xffff && this.key instanceof Uint16Array) this.key = Uint32Array.from(this.key)
-    if (row.target > 0xffff && this.target instanceof Uint16Array) this.target = Uint32Array.from(this.target)
     this.ts[i] = row.ts
     this.cost[i] = row.cost
     this.input[i] = tokens(row.input)
@@ -287,8 +336,8 @@ export class Columns {
     this.cacheRead[i] = tokens(row.cacheRead)
     this.cacheWrite[i] = tokens(row.cacheWrite)
     this.session[i] = row.session
-    this.status[i] = httpStatus(row.status)
     this.key[i] = row.key
     this.target[i] = row.target
+    this.status[i] = httpStatus(row.status)
   }
 }

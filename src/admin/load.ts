@@ -1,30 +1,32 @@
 /**
- * Builds the usage index's columns from the usage file in one streamed pass:
+ * Builds the usage index's rows from the usage file in one streamed pass:
  * 1 MiB reads split into lines, each line decoded with `decodeRecord` and
- * folded into the columns at once, so no record object outlives its line
- * (`readUsageFile` would hold every record in memory at the same time).
+ * folded into the rows at once, so no record object outlives its line
+ * (`readUsageFile` would hold every record in memory at the same time), and
+ * full chunks go to the chunk file as they fill.
  */
 import * as fs from "node:fs"
 import { StringDecoder } from "node:string_decoder"
 import { decodeRecord, type UsageRecord } from "../meter/record.js"
 import { parseIsoTime } from "../ops/jsonText.js"
-import { Columns, type Row } from "./columns.js"
+import type { ChunkedRows } from "./chunks.js"
+import type { Row, Tables } from "./columns.js"
 
 /** The columns row of `record`, or undefined when its `ts` is not a date. */
-export const toRow = (columns: Columns, record: UsageRecord): Row | undefined => {
+export const toRow = (tables: Tables, record: UsageRecord): Row | undefined => {
   const ts = parseIsoTime(record.ts)
   if (Number.isNaN(ts)) return undefined
   return {
     ts,
-    key: columns.keyOf(record.tenant, record.key_id),
+    key: tables.keyOf(record.tenant, record.key_id),
     // A route no config had (a 404 for the client's own `model` string) is not kept by name: the index would
     // grow with whatever names clients send. The file keeps it.
-    target: columns.targetOf(
+    target: tables.targetOf(
       record.error === "route_not_found" ? "" : record.route,
       record.provider,
       record.model,
     ),
-    session: columns.sessions.intern(record.session),
+    session: tables.sessions.intern(record.session),
     input: record.input_tokens,
     output: record.output_tokens,
     cacheRead: record.cache_read_tokens,
@@ -34,9 +36,10 @@ export const toRow = (columns: Columns, record: UsageRecord): Row | undefined =>
   }
 }
 
-/** What `loadColumns` read. */
+/** What `loadRows` read. */
 export interface Loaded {
-  readonly columns: Columns
+  /** Records added. */
+  readonly records: number
   /** Lines that are not whole records or whose `ts` is not a date (a torn last line after a crash). */
   readonly skipped: number
   /** Line numbers (1-based) of the first skipped lines, at most 10. */
@@ -49,12 +52,13 @@ const isNotFound = (cause: unknown): boolean =>
   typeof cause === "object" && cause !== null && (cause as { code?: unknown }).code === "ENOENT"
 
 /**
- * Reads `file` into sorted columns. A missing file reads as empty; a line
- * that is not a whole record is counted in `skipped`. Rejects when the file
- * exists but cannot be read.
+ * Reads `file` into `rows` (waiting for each full chunk's write before
+ * reading on, so memory holds a few chunks at most). A missing file reads
+ * as empty; a line that is not a whole record is counted in `skipped`.
+ * Rejects when the file exists but cannot be read.
  */
-export const loadColumns = async (file: string): Promise<Loaded> => {
-  const columns = new Columns()
+export const loadRows = async (file: string, rows: ChunkedRows): Promise<Loaded> => {
+  const before = rows.size
   const skippedLines: Array<number> = []
   let skipped = 0
   let lineNumber = 0
@@ -62,8 +66,8 @@ export const loadColumns = async (file: string): Promise<Loaded> => {
     lineNumber++
     if (text.length === 0) return
     const record = decodeRecord(text)
-    const row = record === undefined ? undefined : toRow(columns, record)
-    if (row !== undefined) return columns.push(row)
+    const row = record === undefined ? undefined : toRow(rows.tables, record)
+    if (row !== undefined) return rows.push(row)
     skipped++
     if (skippedLines.length < 10) skippedLines.push(lineNumber)
   }
@@ -82,6 +86,7 @@ export const loadColumns = async (file: string): Promise<Loaded> => {
         end = text.indexOf("\n", start)
       }
       rest = text.slice(start)
+      await rows.flushed()
     }
     rest += decoder.end()
     if (rest.length > 0) line(rest)
@@ -90,7 +95,7 @@ export const loadColumns = async (file: string): Promise<Loaded> => {
   } finally {
     input.destroy()
   }
-  columns.sort()
-  columns.fit()
-  return { columns, skipped, skippedLines }
+  rows.sort()
+  await rows.flushed()
+  return { records: rows.size - before, skipped, skippedLines }
 }

@@ -1,9 +1,9 @@
 /**
- * Totals over a time range of the usage index's columns: one binary search
- * per bound, then one pass over the rows in the range (O(rows in range),
- * never the file).
+ * Totals over a time range of the usage index: per chunk of rows, one binary
+ * search per bound, then one pass over the rows in the range (O(rows in
+ * range), never the usage file).
  */
-import type { Columns } from "./columns.js"
+import { lowerBound, type Rows, type Tables } from "./columns.js"
 
 /**
  * How `/admin/usage` may group: the record's upstream model or provider, its
@@ -79,40 +79,40 @@ class Sum {
 const EMPTY = new Sum().totals()
 
 /**
- * How a grouping reads a row: the group is `groupOf[column[i]]` (`column[i]` itself without
- * `groupOf`), named by `name`. Model, provider and route are parts of the row's target; tenant
- * is part of its key.
+ * How a grouping reads a row: the group is `groupOf[row's column]` (the
+ * column's value itself without `groupOf`), named by `name`. Model, provider
+ * and route are parts of the row's target; tenant is part of its key.
  */
 interface Grouping {
-  readonly column: ArrayLike<number>
+  readonly column: "target" | "key" | "session"
   readonly groupOf: ArrayLike<number> | undefined
   readonly name: (group: number) => string | null
 }
 
-const grouping = (columns: Columns, groupBy: Exclude<GroupBy, "day">): Grouping => {
-  const [route, provider, model] = columns.targets.parts as [Array<number>, Array<number>, Array<number>]
-  const [tenant, keyId] = columns.keys.parts as [Array<number>, Array<number>]
+const grouping = (tables: Tables, groupBy: Exclude<GroupBy, "day">): Grouping => {
+  const [route, provider, model] = tables.targets.parts as [Array<number>, Array<number>, Array<number>]
+  const [tenant, keyId] = tables.keys.parts as [Array<number>, Array<number>]
   const named =
     (names: ReadonlyArray<string | null>) =>
     (id: number): string | null =>
       names[id] ?? null
   switch (groupBy) {
     case "model":
-      return { column: columns.target, groupOf: model, name: named(columns.models.names) }
+      return { column: "target", groupOf: model, name: named(tables.models.names) }
     case "provider":
-      return { column: columns.target, groupOf: provider, name: named(columns.providers.names) }
+      return { column: "target", groupOf: provider, name: named(tables.providers.names) }
     case "route":
-      return { column: columns.target, groupOf: route, name: named(columns.routes.names) }
+      return { column: "target", groupOf: route, name: named(tables.routes.names) }
     case "tenant":
-      return { column: columns.key, groupOf: tenant, name: named(columns.tenants.names) }
+      return { column: "key", groupOf: tenant, name: named(tables.tenants.names) }
     case "key":
       return {
-        column: columns.key,
+        column: "key",
         groupOf: undefined,
-        name: (id) => `${columns.tenants.names[tenant[id]!]}/${columns.keyIds.names[keyId[id]!]}`,
+        name: (id) => `${tables.tenants.names[tenant[id]!]}/${tables.keyIds.names[keyId[id]!]}`,
       }
     case "session":
-      return { column: columns.session, groupOf: undefined, name: named(columns.sessions.names) }
+      return { column: "session", groupOf: undefined, name: named(tables.sessions.names) }
   }
 }
 
@@ -121,48 +121,58 @@ const dayName = (day: number): string => new Date(day * DAY_MS).toISOString().sl
 const byKey = (a: UsageGroup, b: UsageGroup): number =>
   a.key === b.key ? 0 : a.key === null ? 1 : b.key === null ? -1 : a.key < b.key ? -1 : 1
 
-/** Runs `query` over `columns` (which must be sorted). */
-export const runQuery = (columns: Columns, query: UsageQuery): UsageResult => {
+/** A query being run: `visit` each chunk of rows (in any order), then `result`. */
+export interface QueryRun {
+  readonly visit: (rows: Rows) => void
+  readonly result: () => UsageResult
+}
+
+/** Starts `query` over rows whose ids are `tables`'. */
+export const startQuery = (tables: Tables, query: UsageQuery): QueryRun => {
   const groupBy = query.groupBy
   // With a tenant: which key ids are that tenant's (the row holds the key, the key its tenant).
-  let tenantKeys: Uint8Array | undefined
-  if (query.tenant !== undefined) {
-    const id = columns.tenants.find(query.tenant)
-    if (id === undefined) return { totals: EMPTY, groups: groupBy === undefined ? undefined : [] }
-    const owners = columns.keys.parts[0]!
-    tenantKeys = new Uint8Array(owners.length)
-    for (let k = 0; k < owners.length; k++) tenantKeys[k] = owners[k] === id ? 1 : 0
+  const tenantKeys = query.tenant === undefined ? undefined : tables.keysOf(query.tenant)
+  if (query.tenant !== undefined && tenantKeys === undefined) {
+    return {
+      visit: () => {},
+      result: () => ({ totals: EMPTY, groups: groupBy === undefined ? undefined : [] }),
+    }
   }
-  const from = query.since === undefined ? 0 : columns.lowerBound(query.since)
-  const to = query.until === undefined ? columns.size : columns.lowerBound(query.until)
   const total = new Sum()
   const groups = new Map<number, Sum>()
   const day = groupBy === "day"
-  const by = groupBy === undefined || day ? undefined : grouping(columns, groupBy)
-  const keys = day ? columns.ts : by?.column
+  const by = groupBy === undefined || day ? undefined : grouping(tables, groupBy)
   const groupOf = by?.groupOf
-  const { key: rowKeys, input, output, cacheRead, cacheWrite, cost } = columns
-  const add = (sum: Sum, i: number): void => {
-    sum.requests++
-    sum.input += input[i]!
-    sum.output += output[i]!
-    sum.cacheRead += cacheRead[i]!
-    sum.cacheWrite += cacheWrite[i]!
-    sum.cost += cost[i]!
+  const visit = (rows: Rows): void => {
+    const from = query.since === undefined ? 0 : lowerBound(rows, query.since)
+    const to = query.until === undefined ? rows.size : lowerBound(rows, query.until)
+    const keys = day ? rows.ts : by === undefined ? undefined : rows[by.column]
+    const { key: rowKeys, input, output, cacheRead, cacheWrite, cost } = rows
+    const add = (sum: Sum, i: number): void => {
+      sum.requests++
+      sum.input += input[i]!
+      sum.output += output[i]!
+      sum.cacheRead += cacheRead[i]!
+      sum.cacheWrite += cacheWrite[i]!
+      sum.cost += cost[i]!
+    }
+    for (let i = from; i < to; i++) {
+      if (tenantKeys !== undefined && tenantKeys[rowKeys[i]!] !== 1) continue
+      add(total, i)
+      if (keys === undefined) continue
+      const key = day ? Math.floor(keys[i]! / DAY_MS) : groupOf === undefined ? keys[i]! : groupOf[keys[i]!]!
+      let group = groups.get(key)
+      if (group === undefined) groups.set(key, (group = new Sum()))
+      add(group, i)
+    }
   }
-  for (let i = from; i < to; i++) {
-    if (tenantKeys !== undefined && tenantKeys[rowKeys[i]!] === 0) continue
-    add(total, i)
-    if (keys === undefined) continue
-    const key = day ? Math.floor(keys[i]! / DAY_MS) : groupOf === undefined ? keys[i]! : groupOf[keys[i]!]!
-    let group = groups.get(key)
-    if (group === undefined) groups.set(key, (group = new Sum()))
-    add(group, i)
+  const result = (): UsageResult => {
+    if (groupBy === undefined) return { totals: total.totals(), groups: undefined }
+    const list: Array<UsageGroup> = []
+    for (const [key, sum] of groups) {
+      list.push({ key: by === undefined ? dayName(key) : by.name(key), ...sum.totals() })
+    }
+    return { totals: total.totals(), groups: list.sort(byKey) }
   }
-  if (groupBy === undefined) return { totals: total.totals(), groups: undefined }
-  const list: Array<UsageGroup> = []
-  for (const [key, sum] of groups) {
-    list.push({ key: by === undefined ? dayName(key) : by.name(key), ...sum.totals() })
-  }
-  return { totals: total.totals(), groups: list.sort(byKey) }
+  return { visit, result }
 }

@@ -1,11 +1,11 @@
 /**
  * A time series over the usage index (`GET /admin/usage/series`): the
  * records in a time range counted into UTC minute, hour or day buckets, in
- * one pass over the rows of the range (two binary searches find it), with
- * every bucket of the range present, empty ones as zeros.
+ * one pass over the rows of the range (two binary searches per chunk of rows
+ * find it), with every bucket of the range present, empty ones as zeros.
  */
 import { Data, Result } from "effect"
-import type { Columns } from "./columns.js"
+import { lowerBound, type Rows, type Tables } from "./columns.js"
 
 /** The range has more buckets than {@link MAX_BUCKETS} at the resolution (400, naming `resolution`). */
 export class TooManyBuckets extends Data.TaggedError("TooManyBuckets")<{
@@ -64,49 +64,37 @@ export interface Series {
 export const defaultResolution = (rangeMs: number): Resolution =>
   rangeMs <= MINUTE_UP_TO_MS ? "minute" : rangeMs <= HOUR_UP_TO_MS ? "hour" : "day"
 
-/** Per key id of `columns`: 1 when the key is `tenant`'s. Undefined when the tenant never occurred. */
-const keysOf = (columns: Columns, tenant: string): Uint8Array | undefined => {
-  const id = columns.tenants.find(tenant)
-  if (id === undefined) return undefined
-  const owners = columns.keys.parts[0]!
-  const mine = new Uint8Array(owners.length)
-  for (let k = 0; k < owners.length; k++) mine[k] = owners[k] === id ? 1 : 0
-  return mine
+/** A series being counted: `visit` each chunk of rows (in any order), then `result`. */
+export interface SeriesRun {
+  readonly since: number
+  readonly until: number
+  readonly visit: (rows: Rows) => void
+  readonly result: () => Series
 }
 
 /**
- * The series of `query` over `columns` (which must be sorted); `now` (epoch
- * ms) is the default `until`. Fails (naming `resolution`) when the range
- * has more than {@link MAX_BUCKETS} buckets.
+ * Starts the series of `query` over rows whose ids are `tables`'; `now`
+ * (epoch ms) is the default `until`, and `first(mine, until)` gives the `ts`
+ * of the first row before `until` of the keys marked in `mine` (every key
+ * when undefined), the default `since`. Fails (naming `resolution`) when the
+ * range has more than {@link MAX_BUCKETS} buckets.
  */
-export const runSeries = (
-  columns: Columns,
+export const startSeries = (
+  tables: Tables,
   query: SeriesQuery,
   now: number,
-): Result.Result<Series, TooManyBuckets> => {
+  first: (mine: Uint8Array | undefined, until: number) => number | undefined,
+): Result.Result<SeriesRun, TooManyBuckets> => {
   const tenant = query.tenant
   // undefined: every record; null: a tenant with no records.
-  const mine = tenant === undefined ? undefined : (keysOf(columns, tenant) ?? null)
-  const rowKeys = columns.key
+  const mine = tenant === undefined ? undefined : (tables.keysOf(tenant) ?? null)
   const until = query.until ?? Math.max(now, query.since ?? now)
-  let since = query.since
-  if (since === undefined) {
-    // The first record of the tenant before `until` (rows are in ts order); none: an empty range.
-    since = until
-    const end = columns.lowerBound(until)
-    if (mine !== null) {
-      for (let i = 0; i < end; i++) {
-        if (mine === undefined || mine[rowKeys[i]!] === 1) {
-          since = columns.ts[i]!
-          break
-        }
-      }
-    }
-  }
+  // Without `since`: the first record of the tenant before `until`; none: an empty range.
+  const since = query.since ?? (mine === null ? until : (first(mine, until) ?? until))
   const resolution = query.resolution ?? defaultResolution(until - since)
   const size = RESOLUTION_MS[resolution]
-  const first = Math.floor(since / size)
-  const buckets = since < until ? Math.ceil(until / size) - first : 0
+  const firstBucket = Math.floor(since / size)
+  const buckets = since < until ? Math.ceil(until / size) - firstBucket : 0
   if (buckets > MAX_BUCKETS) {
     return Result.fail(
       new TooManyBuckets({
@@ -116,17 +104,18 @@ export const runSeries = (
       }),
     )
   }
-  const start = first * size
+  const start = firstBucket * size
   const requests = new Float64Array(buckets)
   const errors = new Float64Array(buckets)
   const cost = new Float64Array(buckets)
   const input = new Float64Array(buckets)
   const output = new Float64Array(buckets)
-  if (buckets > 0 && mine !== null) {
-    const { ts, status, cost: costs, input: inputs, output: outputs } = columns
-    const to = columns.lowerBound(until)
-    for (let i = columns.lowerBound(since); i < to; i++) {
-      if (mine !== undefined && mine[rowKeys[i]!] === 0) continue
+  const visit = (rows: Rows): void => {
+    if (buckets === 0 || mine === null) return
+    const { ts, key: rowKeys, status, cost: costs, input: inputs, output: outputs } = rows
+    const to = lowerBound(rows, until)
+    for (let i = lowerBound(rows, since); i < to; i++) {
+      if (mine !== undefined && mine[rowKeys[i]!] !== 1) continue
       // Integer ms over an integer bucket length: exact for every epoch time (far below 2^53).
       const b = Math.floor((ts[i]! - start) / size)
       requests[b]!++
@@ -138,20 +127,23 @@ export const runSeries = (
       output[b]! += outputs[i]!
     }
   }
-  const t = new Array<number>(buckets)
-  for (let b = 0; b < buckets; b++) t[b] = (start + b * size) / 1000
-  return Result.succeed({
-    tenant,
-    since,
-    until,
-    resolution,
-    t,
-    requests: Array.from(requests),
-    errors: Array.from(errors),
-    cost_micro_usd: Array.from(cost),
-    input_tokens: Array.from(input),
-    output_tokens: Array.from(output),
-  })
+  const result = (): Series => {
+    const t = new Array<number>(buckets)
+    for (let b = 0; b < buckets; b++) t[b] = (start + b * size) / 1000
+    return {
+      tenant,
+      since,
+      until,
+      resolution,
+      t,
+      requests: Array.from(requests),
+      errors: Array.from(errors),
+      cost_micro_usd: Array.from(cost),
+      input_tokens: Array.from(input),
+      output_tokens: Array.from(output),
+    }
+  }
+  return Result.succeed({ since, until, visit, result })
 }
 
 /** The JSON answer of `/admin/usage/series`: the range as ISO-8601, then the columns. */

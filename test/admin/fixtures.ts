@@ -79,7 +79,11 @@ export const groupRecords = (
   key: (r: UsageRecord) => string | null,
 ): Array<UsageTotals & { key: string | null }> => {
   const groups = new Map<string | null, Array<UsageRecord>>()
-  for (const r of records) groups.set(key(r), [...(groups.get(key(r)) ?? []), r])
+  for (const r of records) {
+    const group = groups.get(key(r))
+    if (group === undefined) groups.set(key(r), [r])
+    else group.push(r)
+  }
   return [...groups]
     .map(([k, rs]) => ({ key: k, ...sumRecords(rs) }))
     .sort((a, b) => (a.key === b.key ? 0 : a.key === null ? 1 : b.key === null ? -1 : a.key < b.key ? -1 : 1))

@@ -1,14 +1,14 @@
 import { Effect, Result } from "effect"
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import { Columns } from "../../src/admin/columns.js"
+import { ChunkedRows } from "../../src/admin/chunks.js"
+import { Chunk, Tables } from "../../src/admin/columns.js"
 import { toRow } from "../../src/admin/load.js"
 import { parseSeriesQuery, parseUsageQuery, usageFormat } from "../../src/admin/params.js"
-import { runQuery } from "../../src/admin/query.js"
 import {
   MAX_BUCKETS,
   RESOLUTION_MS,
-  runSeries,
+  startSeries,
   seriesBody,
   type Resolution,
   type Series,
@@ -24,21 +24,32 @@ const at = (text: string) => Date.parse(text)
 const iso = (ms: number) => new Date(ms).toISOString()
 const seconds = (text: string) => at(text) / 1000
 
-const columnsOf = (records: ReadonlyArray<UsageRecord>): Columns => {
-  const columns = new Columns(4)
-  const index = make(columns)
+/** The records in chunks of 7 rows (in memory), added as the gateway adds them. */
+const columnsOf = (records: ReadonlyArray<UsageRecord>): ChunkedRows => {
+  const rows = new ChunkedRows({ rowsPerChunk: 7 })
+  const index = make(rows)
   for (const r of records) index.add(r)
-  return columns
+  return rows
 }
+
+/** The series as the index runs it, with `now` as the clock's time. */
+const runSeries = (rows: ChunkedRows, query: SeriesQuery, now: number) =>
+  Result.map(
+    startSeries(rows.tables, query, now, (mine, until) => rows.firstBefore(mine, until)),
+    (run) => {
+      Effect.runSync(rows.scan(run.since, run.until, run.visit))
+      return run.result()
+    },
+  )
 
 const NOW = at("2026-12-03T12:00:00.000Z")
 
 const series = (
-  records: ReadonlyArray<UsageRecord> | Columns,
+  records: ReadonlyArray<UsageRecord> | ChunkedRows,
   q: Partial<SeriesQuery>,
   now = NOW,
 ): Series => {
-  const columns = records instanceof Columns ? records : columnsOf(records)
+  const columns = records instanceof ChunkedRows ? records : columnsOf(records)
   const result = runSeries(
     columns,
     { tenant: undefined, since: undefined, until: undefined, resolution: undefined, ...q },
@@ -196,7 +207,9 @@ describe("runSeries bucket math", () => {
           s.t.forEach((start, i) => {
             const from = Math.max(since, start * 1000)
             const to = Math.min(until, start * 1000 + size)
-            const totals = runQuery(columns, { tenant, since: from, until: to, groupBy: undefined }).totals
+            const totals = Effect.runSync(
+              make(columns).query({ tenant, since: from, until: to, groupBy: undefined }),
+            ).totals
             expect(s.requests[i]).toBe(totals.requests)
             expect(s.cost_micro_usd[i]).toBe(totals.cost_micro_usd)
             expect(s.input_tokens[i]).toBe(totals.input_tokens)
@@ -422,16 +435,16 @@ describe("the query strings", () => {
 
 describe("the status column", () => {
   it("holds each record's status through inserts, out-of-order pushes and the sort", () => {
-    const columns = new Columns(2)
+    const tables = new Tables()
+    const chunk = new Chunk(8)
     const statuses = [200, 502, 429, 499, 201]
     const offsets = [4, 0, 3, 1, 2]
     offsets.forEach((o, i) =>
-      columns.push(toRow(columns, record(iso(at("2026-12-02T10:00:00Z") + o), { status: statuses[i]! }))!),
+      chunk.push(toRow(tables, record(iso(at("2026-12-02T10:00:00Z") + o), { status: statuses[i]! }))!),
     )
-    columns.sort()
-    expect([...columns.status.subarray(0, columns.size)]).toEqual([502, 499, 201, 429, 200])
-    const index = make(columns)
-    index.add(record(iso(at("2026-12-02T10:00:00Z") + 2), { status: 503 }))
-    expect([...columns.status.subarray(0, columns.size)]).toEqual([502, 499, 201, 503, 429, 200])
+    chunk.sort()
+    expect([...chunk.status.subarray(0, chunk.size)]).toEqual([502, 499, 201, 429, 200])
+    chunk.insert(toRow(tables, record(iso(at("2026-12-02T10:00:00Z") + 2), { status: 503 }))!)
+    expect([...chunk.status.subarray(0, chunk.size)]).toEqual([502, 499, 201, 503, 429, 200])
   })
 })
