@@ -1,7 +1,9 @@
 /**
  * The Redis limit store: every Tollgate copy shares the same counters. One
  * Lua script per operation (`lua/*.ts`, registered once with
- * `defineCommand`), one round trip each, atomic. Every key of a tenant
+ * `defineCommand`), atomic; the admissions and settlements of one
+ * event-loop turn go to Redis as one script call (`lua/many.ts`, ADR 0062),
+ * one round trip for all of them. Every key of a tenant
  * carries the tenant as its hash tag (`tollgate:{TENANT}:…`), so one
  * tenant's keys share a slot and the scripts also run on Redis Cluster.
  *
@@ -13,6 +15,7 @@ import { Redis } from "ioredis"
 import { ADMIT_LUA } from "./lua/admit.js"
 import { acquireRedis, passwordsOf, type RedisClientOptions } from "./redisClient.js"
 import { EXTEND_LUA } from "./lua/extend.js"
+import { MANY_ADMIT, MANY_LUA, MANY_SETTLE } from "./lua/many.js"
 import { SETTLE_LUA } from "./lua/settle.js"
 import { TENANT_STATE_LUA } from "./lua/tenantState.js"
 import type { BudgetName } from "../domain/errors.js"
@@ -41,6 +44,16 @@ interface RedisWithScripts extends Redis {
   tollgateSettle(...keysAndArgs: Array<Arg>): Promise<number>
   tollgateExtend(...keysAndArgs: Array<Arg>): Promise<number>
   tollgateTenantState(...keysAndArgs: Array<Arg>): Promise<Array<number | string>>
+  tollgateMany(...keysAndArgs: Array<Arg>): Promise<Array<unknown>>
+}
+
+/** An admission or a settlement waiting for the end of the event-loop turn. */
+interface Call {
+  readonly op: typeof MANY_ADMIT | typeof MANY_SETTLE
+  readonly keys: ReadonlyArray<Arg>
+  readonly args: ReadonlyArray<Arg>
+  readonly resolve: (reply: unknown) => void
+  readonly reject: (cause: unknown) => void
 }
 
 /** Minute counters live 3 minutes (real time): the current minute is read as "previous" until its end + 1 min. */
@@ -114,6 +127,7 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
       tollgateSettle: { lua: SETTLE_LUA },
       tollgateExtend: { lua: EXTEND_LUA },
       tollgateTenantState: { lua: TENANT_STATE_LUA },
+      tollgateMany: { lua: MANY_LUA },
     },
     options,
   )
@@ -151,6 +165,62 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
       catch: fail(operation),
     })
 
+  /**
+   * The admissions and settlements of this turn, by hash slot group: one
+   * group on a single Redis, one per tenant on a cluster (a script's keys
+   * must share a slot; a tenant's do).
+   */
+  let queued = new Map<string, Array<Call>>()
+  const run = (calls: ReadonlyArray<Call>): void => {
+    if (calls.length === 1) {
+      const call = calls[0]!
+      const reply: Promise<unknown> =
+        call.op === MANY_ADMIT
+          ? redis.tollgateAdmit(call.keys.length, ...call.keys, ...call.args)
+          : redis.tollgateSettle(call.keys.length, ...call.keys, ...call.args)
+      reply.then(call.resolve, call.reject)
+      return
+    }
+    const keys: Array<Arg> = []
+    const args: Array<Arg> = [calls.length]
+    for (const call of calls) {
+      for (const key of call.keys) keys.push(key)
+      args.push(call.op, call.keys.length, call.args.length)
+      for (const arg of call.args) args.push(arg)
+    }
+    redis.tollgateMany(keys.length, ...keys, ...args).then(
+      (replies) => calls.forEach((call, i) => call.resolve(replies[i])),
+      (cause: unknown) => calls.forEach((call) => call.reject(cause)),
+    )
+  }
+  const flush = (): void => {
+    const groups = queued
+    queued = new Map()
+    for (const calls of groups.values()) {
+      try {
+        run(calls)
+      } catch (cause) {
+        // The client threw instead of rejecting: every call of the group fails with it.
+        for (const call of calls) call.reject(cause)
+      }
+    }
+  }
+  /** Queues one call for this turn's script call (the first of the turn schedules it, after the I/O of the turn). */
+  const enqueue = (
+    tenant: string,
+    op: Call["op"],
+    keys: ReadonlyArray<Arg>,
+    args: ReadonlyArray<Arg>,
+  ): Promise<unknown> =>
+    new Promise((resolve, reject) => {
+      if (queued.size === 0) setImmediate(flush)
+      const group = options.cluster === true ? tenant : ""
+      const calls = queued.get(group)
+      const call: Call = { op, keys, args, resolve, reject }
+      if (calls === undefined) queued.set(group, [call])
+      else calls.push(call)
+    })
+
   const admit: StoreService["admit"] = (request) => {
     const { now, tokenCost, budgets } = request
     const k = keys(request.tenant)
@@ -158,8 +228,7 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
     const tokenLimit = tokenCost > 0 ? request.tokensPerMinute : undefined
     const session = request.session
     const n = budgets.length
-    const args: Array<Arg> = [
-      6 + n,
+    const keyList: Array<Arg> = [
       k.requests(minute),
       k.requests(minute - 1),
       k.tokens(minute),
@@ -167,8 +236,8 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
       k.session(session?.id),
       k.sessionIndex,
     ]
-    for (const budget of budgets) args.push(k.spend(budget))
-    args.push(
+    for (const budget of budgets) keyList.push(k.spend(budget))
+    const args: Array<Arg> = [
       now,
       now - minute * MINUTE_MS,
       request.requestsPerMinute ?? -1,
@@ -183,11 +252,12 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
       SESSION_PX,
       request.maxSessions,
       budgets.findIndex((b) => b.key === undefined && b.name === "month") + 1,
-    )
+    ]
     for (const budget of budgets)
       args.push(limitArg(budget.check), hardArg(budget.check), spendPx(budget, now))
-    return send("admit", () => redis.tollgateAdmit(...args)).pipe(
-      Effect.map((reply): Admitted | Refused => {
+    return send("admit", () => enqueue(request.tenant, MANY_ADMIT, keyList, args)).pipe(
+      Effect.map((answer): Admitted | Refused => {
+        const reply = answer as Array<number>
         const requests = windowAt(request.requestsPerMinute, int(reply[2]), int(reply[3]), now)
         const tokens = windowAt(tokenLimit, int(reply[4]), int(reply[5]), now)
         if (int(reply[0]) !== 1) {
@@ -222,14 +292,9 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
   const settle: StoreService["settle"] = (request) => {
     const k = keys(request.tenant)
     const { now, budgets } = request
+    const keyList: Array<Arg> = [k.session(request.sessionId), k.sessionIndex, k.tokens(request.minute)]
+    for (const budget of budgets) keyList.push(k.spend(budget))
     const args: Array<Arg> = [
-      3 + budgets.length,
-      k.session(request.sessionId),
-      k.sessionIndex,
-      k.tokens(request.minute),
-    ]
-    for (const budget of budgets) args.push(k.spend(budget))
-    args.push(
       now,
       request.reserved,
       request.cost,
@@ -237,9 +302,9 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
       request.sessionId ?? "",
       SESSION_TTL_MS,
       SESSION_PX,
-    )
+    ]
     for (const budget of budgets) args.push(spendPx(budget, now))
-    return send("settle", () => redis.tollgateSettle(...args)).pipe(Effect.asVoid)
+    return send("settle", () => enqueue(request.tenant, MANY_SETTLE, keyList, args)).pipe(Effect.asVoid)
   }
 
   const extend: StoreService["extend"] = (request) => {

@@ -74,6 +74,15 @@ const countWritesTo = (port: number) =>
     }
   })
 
+/** Script calls (EVALSHA and EVAL) Redis has run so far, from INFO commandstats. */
+const scriptCalls = (client: Redis) =>
+  Effect.promise(async () => {
+    const info = await client.info("commandstats")
+    let calls = 0
+    for (const match of info.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)) calls += Number(match[1])
+    return calls
+  })
+
 /** `n` store calls issued in the same event-loop turn (all started before any answer), their results in call order. */
 const inOneTurn = <A, E>(n: number, call: (i: number) => Effect.Effect<A, E>) =>
   Effect.forEach(
@@ -182,28 +191,79 @@ describe("Redis store", () => {
     }),
   )
 
-  it.effect("the calls of one event-loop turn go to Redis in one write, and each gets its own answer", () =>
-    Effect.gen(function* () {
-      const store = yield* Store
-      // The scripts are loaded on the connection: what follows are plain EVALSHA calls.
-      yield* store.admit(request("warm-up", 120_000))
-      // 120 admissions issued in the same turn against a limit of 100 requests a minute.
-      const writes = yield* countWritesTo(redis.port)
-      const results = yield* inOneTurn(120, () => store.admit(request("batched", 120_000)))
-      writes.stop()
-      assert.deepStrictEqual(writes.counts, { writes: 0, writevs: 1, chunks: 120 })
-      assert.strictEqual(results.filter((r) => r._tag === "Admitted").length, 100)
-      assert.deepStrictEqual(
-        results.slice(100).map((r) => (r._tag === "Refused" ? r.reason : r._tag)),
-        Array.from({ length: 20 }, () => "requests"),
-      )
-      // Each admitted call saw its own count: 1, 2, …, 100 in the order of the calls.
-      assert.deepStrictEqual(
-        results.slice(0, 100).map((r) => r.requests?.current),
-        Array.from({ length: 100 }, (_, i) => i + 1),
-      )
-      assert.strictEqual((yield* store.tenantState("batched", 120_000)).requests.current, 100)
-    }).pipe(Effect.provide(layerRedis(redis.url))),
+  it.effect(
+    "the calls of one event-loop turn go to Redis as one script call in one write, and each gets its own answer",
+    () =>
+      Effect.gen(function* () {
+        const store = yield* Store
+        const raw = yield* rawClient
+        // The scripts are loaded on the connection: what follows are plain EVALSHA calls.
+        yield* store.admit(request("warm-up", 120_000))
+        yield* inOneTurn(2, () => store.admit(request("warm-up", 120_000)))
+        // 120 admissions issued in the same turn against a limit of 100 requests a minute.
+        const before = yield* scriptCalls(raw)
+        const writes = yield* countWritesTo(redis.port)
+        const results = yield* inOneTurn(120, () => store.admit(request("batched", 120_000)))
+        writes.stop()
+        assert.deepStrictEqual(writes.counts, { writes: 1, writevs: 0, chunks: 0 })
+        assert.strictEqual((yield* scriptCalls(raw)) - before, 1)
+        assert.strictEqual(results.filter((r) => r._tag === "Admitted").length, 100)
+        assert.deepStrictEqual(
+          results.slice(100).map((r) => (r._tag === "Refused" ? r.reason : r._tag)),
+          Array.from({ length: 20 }, () => "requests"),
+        )
+        // Each admitted call saw its own count: 1, 2, …, 100 in the order of the calls.
+        assert.deepStrictEqual(
+          results.slice(0, 100).map((r) => r.requests?.current),
+          Array.from({ length: 100 }, (_, i) => i + 1),
+        )
+        assert.strictEqual((yield* store.tenantState("batched", 120_000)).requests.current, 100)
+      }).pipe(Effect.provide(layerRedis(redis.url))),
+  )
+
+  it.effect(
+    "admissions and settlements of two tenants in one turn are one script call, run in call order",
+    () =>
+      Effect.gen(function* () {
+        const store = yield* Store
+        const raw = yield* rawClient
+        const now = 120_000
+        const settle = (tenant: string, cost: number) =>
+          store.settle({
+            tenant,
+            now,
+            minute: 2,
+            budgets: request(tenant, now).budgets,
+            sessionId: "s}{1",
+            reserved: 5,
+            cost,
+            tokenDelta: 0,
+          })
+        yield* store.admit(request("mix-a", now))
+        yield* store.admit(request("mix-a", now))
+        const before = yield* scriptCalls(raw)
+        const results = yield* Effect.all(
+          [
+            settle("mix-a", 4),
+            store.admit(request("mix-a", now)),
+            store.admit(request("mix-b", now)),
+            settle("mix-a", 3),
+          ],
+          { concurrency: "unbounded" },
+        )
+        assert.strictEqual((yield* scriptCalls(raw)) - before, 1)
+        // The third admission of mix-a counts after the two before it; mix-b's is its first.
+        assert.strictEqual(results[1]._tag === "Admitted" && results[1].requests?.current, 3)
+        assert.strictEqual(results[2]._tag === "Admitted" && results[2].requests?.current, 1)
+        const month = (tenant: string) =>
+          Effect.map(
+            store.tenantState(tenant, now, request(tenant, now).budgets),
+            (state) => state.budgets[2],
+          )
+        // mix-a: 4 + 3 spent, one reservation of 5 left (the third admission); mix-b: its reservation.
+        assert.deepStrictEqual(yield* month("mix-a"), { spend: 7, reserved: 5 })
+        assert.deepStrictEqual(yield* month("mix-b"), { spend: 0, reserved: 5 })
+      }).pipe(Effect.provide(layerRedis(redis.url))),
   )
 
   it.effect(
@@ -249,7 +309,7 @@ describe("Redis store", () => {
       const again = yield* inOneTurn(10, () => store.admit(request("lost", 120_000)))
       writes.stop()
       assert.isTrue(again.every((r) => r._tag === "Admitted"))
-      assert.deepStrictEqual(writes.counts, { writes: 0, writevs: 1, chunks: 10 })
+      assert.deepStrictEqual(writes.counts, { writes: 1, writevs: 0, chunks: 0 })
     }).pipe(Effect.provide(layerRedis(redis.url))),
   )
 

@@ -34,7 +34,7 @@ import { LUA_PRELUDE } from "./prelude.js"
  * soft session exceeded 1/0, soft budget i exceeded 1/0 for each i}.
  * Counters are after counting when admitted, as seen when refused.
  */
-export const ADMIT_LUA = `${LUA_PRELUDE}
+export const ADMIT_BODY = `
 local now = tonumber(ARGV[1])
 local into = tonumber(ARGV[2])
 local rpm = tonumber(ARGV[3])
@@ -137,3 +137,6 @@ local out = {1, 0, rqCur, rqPrev, tkCur, tkPrev, evicted, mSpend, 0, softSession
 for i = 1, n do out[10 + i] = soft[i] end
 return out
 `
+
+/** The script as one command: the prelude, then the body. */
+export const ADMIT_LUA = `${LUA_PRELUDE}${ADMIT_BODY}`

@@ -19,7 +19,7 @@ import { LUA_PRELUDE } from "./prelude.js"
  * is gone (nothing changes); a token counter that expired is skipped, and a
  * counter never goes below 0. Returns 1.
  */
-export const SETTLE_LUA = `${LUA_PRELUDE}
+export const SETTLE_BODY = `
 local now = tonumber(ARGV[1])
 local reserved = tonumber(ARGV[2])
 local cost = tonumber(ARGV[3])
@@ -54,3 +54,6 @@ if delta ~= 0 then
 end
 return 1
 `
+
+/** The script as one command: the prelude, then the body. */
+export const SETTLE_LUA = `${LUA_PRELUDE}${SETTLE_BODY}`
