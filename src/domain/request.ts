@@ -9,7 +9,8 @@ import type { Endpoint } from "./endpoint.js"
  */
 export interface ParsedRequest {
   readonly endpoint: Endpoint
-  readonly raw: Buffer
+  /** Emptied once the response is committed (`releaseBody`): no attempt follows, nothing reads it. */
+  raw: Buffer
   /** The route name. */
   readonly model: string
   readonly stream: boolean
@@ -31,6 +32,16 @@ export interface ParsedRequest {
   readonly hasAnthropicVersion: boolean
   /** `x-fake-scenario`, passed through so the fake provider's per-request scenarios work through Tollgate (ADR 0002). */
   readonly fakeScenario: string | undefined
+}
+
+const NO_BYTES = Buffer.alloc(0)
+
+/**
+ * Lets go of the request's bytes once its response is committed (no attempt
+ * follows): a stream that stays open for minutes does not keep its prompt.
+ */
+export const releaseBody = (request: ParsedRequest): void => {
+  request.raw = NO_BYTES
 }
 
 /** `parseRequest`'s result: the request, and its parsed body for the checks before the first attempt. */

@@ -135,15 +135,19 @@ export const makePipeline = (deps: PipelineDeps) => {
     return (progress.plan = p)
   }
 
+  /**
+   * `takeBody` gives the request body once and lets go of it: a generator keeps its arguments (and the
+   * effect its call), so a body passed in would stay alive until the response ends, for a stream as long
+   * as it streams.
+   */
   const run = Effect.fnUntraced(function* (
     info: RequestInfo,
     progress: Progress,
     req: IncomingMessage,
     res: ServerResponse,
-    body: Buffer | GatewayError,
+    takeBody: () => Buffer | GatewayError,
   ) {
-    if (!Buffer.isBuffer(body)) return yield* refused(info, progress, body)
-    const p = plan(info, progress, body, req)
+    const p = planBody(info, progress, takeBody(), req)
     if (p instanceof Error) return yield* refused(info, progress, p)
     const request = progress.request!
     const tenant = info.principal.tenant
@@ -184,10 +188,21 @@ export const makePipeline = (deps: PipelineDeps) => {
       if (owner !== undefined) route = yield* ownersTargets(route, tenant.name, owner)
     }
     const chosen = yield* attempts(progress.tally, request, route, info, progress.translations)
-    const relayed = yield* serve(info, progress, chosen, res)
-    chosen.hold.report(relayed.outcome)
-    return relayed
+    // Returned to run after this generator has ended: its frame (everything above) is not held for as long as
+    // the response streams.
+    return Effect.map(serve(info, progress, chosen, res), (relayed) => {
+      chosen.hold.report(relayed.outcome)
+      return relayed
+    })
   })
+
+  /** The plan of a request body, or why it is refused; the body is not held once it returns. */
+  const planBody = (
+    info: RequestInfo,
+    progress: Progress,
+    body: Buffer | GatewayError,
+    req: IncomingMessage,
+  ) => (Buffer.isBuffer(body) ? plan(info, progress, body, req) : body)
 
   /**
    * A request refused before admission (bad body, unknown or forbidden
@@ -409,7 +424,13 @@ export const makePipeline = (deps: PipelineDeps) => {
     interruption: Interruption,
   ): Effect.Effect<void> => {
     const progress = makeProgress()
-    return Effect.onExit(Effect.scoped(run(info, progress, req, res, body)), (exit) =>
+    let unread: Buffer | GatewayError | undefined = body
+    const takeBody = (): Buffer | GatewayError => {
+      const taken = unread!
+      unread = undefined
+      return taken
+    }
+    return Effect.onExit(Effect.scoped(Effect.flatten(run(info, progress, req, res, takeBody))), (exit) =>
       finish(info, progress, res, exit, interruption).pipe(Effect.catchCause(finishFailed(res))),
     ).pipe(Effect.ignoreCause)
   }

@@ -1,7 +1,7 @@
 import { Effect } from "effect"
 import type { ServerResponse } from "node:http"
 import { streamErrorEvent } from "../domain/errors.js"
-import { includesUsage } from "../domain/request.js"
+import { includesUsage, releaseBody } from "../domain/request.js"
 import type { Admission, Limits } from "../limits/Limits.js"
 import { costMicroUsd } from "../meter/cost.js"
 import type { StreamMeter } from "../meter/stream.js"
@@ -149,6 +149,9 @@ export const makeServe = (deps: ServeDeps) => {
     // From here an interrupted request is recorded as this response (a held one may be an earlier attempt's).
     progress.committed = committed
     const request = progress.request!
+    // No attempt follows the commit: the request's bytes and their translations are not needed any more.
+    releaseBody(request)
+    progress.translations = undefined
     const translated = response.endpoint !== info.endpoint
     res.writeHead(status, relayHeaders(info, progress, headers, committedMs, meter !== undefined, translated))
     info.trace?.committed(status)

@@ -162,6 +162,8 @@ export interface BodyReader {
  */
 export const QUEUE_LIMIT_BYTES = 32 * 1024
 
+const ignore = (): void => {}
+
 /** The reason undici is given when Tollgate closes a call (one object: closing allocates no error). */
 const CLOSED_BY_TOLLGATE: UpstreamError = Object.assign(new Error("closed by Tollgate"), {
   code: "TOLLGATE_CLOSED",
@@ -199,10 +201,17 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
   /** `flush` is delivering: what arrives or attaches meanwhile waits for its loop (order is kept). */
   private flushing = false
 
-  constructor(
-    private readonly onHead: (call: UpstreamCall) => void,
-    private readonly onFailure: (error: UpstreamError) => void,
-  ) {}
+  /**
+   * Each runs at most once, and neither after the head: the head drops both, so a response that streams
+   * for minutes does not keep alive what the caller's closures hold (its request, its attempt state).
+   */
+  private onHead: (call: UpstreamCall) => void
+  private onFailure: (error: UpstreamError) => void
+
+  constructor(onHead: (call: UpstreamCall) => void, onFailure: (error: UpstreamError) => void) {
+    this.onHead = onHead
+    this.onFailure = onFailure
+  }
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
     // Closed while the request waited for a connection: it is never written.
@@ -212,16 +221,23 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
   }
 
   onResponseStart(
-    _controller: Dispatcher.DispatchController,
+    controller: Dispatcher.DispatchController,
     statusCode: number,
     headers: IncomingHttpHeaders,
   ): void {
     // Informational (1xx) heads come before the response's own; undici handles them.
     if (this.closed || statusCode < 200) return
+    // undici keeps the raw header lines on the controller until the response ends: views into the socket
+    // read that brought them, which would stay alive (~3 KB) for as long as the stream is open. `headers`
+    // has them parsed.
+    controller.rawHeaders = null
     this.headed = true
     this.status = statusCode
     this.headers = headers
-    this.onHead(this)
+    const onHead = this.onHead
+    this.onHead = ignore
+    this.onFailure = ignore
+    onHead(this)
   }
 
   onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
