@@ -51,10 +51,24 @@ interface RedisWithScripts extends Redis {
 interface Call {
   readonly op: typeof MANY_ADMIT | typeof MANY_SETTLE
   readonly keys: ReadonlyArray<Arg>
-  readonly args: ReadonlyArray<Arg>
-  readonly resolve: (reply: unknown) => void
-  readonly reject: (cause: unknown) => void
+  readonly args: Array<Arg>
+  /** Replaced by a merged settlement, to answer both. */
+  resolve: (reply: unknown) => void
+  reject: (cause: unknown) => void
 }
+
+/** The calls of one turn for one script call, and its settlements without a session by their keys (to merge). */
+interface Group {
+  readonly calls: Array<Call>
+  readonly settles: Map<string, Call>
+}
+
+/** Positions in a settle call's arguments (`settle` below; `lua/settle.ts`). */
+const SETTLE_NOW = 0
+const SETTLE_RESERVED = 1
+const SETTLE_COST = 2
+const SETTLE_TOKENS = 3
+const SETTLE_FIRST_PX = 7
 
 /** Minute counters live 3 minutes (real time): the current minute is read as "previous" until its end + 1 min. */
 const COUNTER_PX = 3 * MINUTE_MS
@@ -170,7 +184,7 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
    * group on a single Redis, one per tenant on a cluster (a script's keys
    * must share a slot; a tenant's do).
    */
-  let queued = new Map<string, Array<Call>>()
+  let queued = new Map<string, Group>()
   const run = (calls: ReadonlyArray<Call>): void => {
     if (calls.length === 1) {
       const call = calls[0]!
@@ -196,7 +210,7 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
   const flush = (): void => {
     const groups = queued
     queued = new Map()
-    for (const calls of groups.values()) {
+    for (const { calls } of groups.values()) {
       try {
         run(calls)
       } catch (cause) {
@@ -205,20 +219,58 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
       }
     }
   }
-  /** Queues one call for this turn's script call (the first of the turn schedules it, after the I/O of the turn). */
+  /** This turn's group of `tenant`'s calls (the first call of the turn schedules the flush, after the turn's I/O). */
+  const groupOf = (tenant: string): Group => {
+    if (queued.size === 0) setImmediate(flush)
+    const name = options.cluster === true ? tenant : ""
+    let group = queued.get(name)
+    if (group === undefined) queued.set(name, (group = { calls: [], settles: new Map() }))
+    return group
+  }
+  /** Queues one call for this turn's script call. */
   const enqueue = (
     tenant: string,
     op: Call["op"],
     keys: ReadonlyArray<Arg>,
-    args: ReadonlyArray<Arg>,
+    args: Array<Arg>,
   ): Promise<unknown> =>
     new Promise((resolve, reject) => {
-      if (queued.size === 0) setImmediate(flush)
-      const group = options.cluster === true ? tenant : ""
-      const calls = queued.get(group)
-      const call: Call = { op, keys, args, resolve, reject }
-      if (calls === undefined) queued.set(group, [call])
-      else calls.push(call)
+      groupOf(tenant).calls.push({ op, keys, args, resolve, reject })
+    })
+  /**
+   * Queues a settlement without a session, merged with the turn's other
+   * settlements of the same keys (same tenant, minute and budget periods):
+   * one settle of the summed reservations, costs and token deltas, as the
+   * settle script would leave them one after the other (a reservation or a
+   * counter that would go below 0 stops at 0 either way, but for a token
+   * counter taken below 0 by one delta and raised by a later one).
+   */
+  const enqueueSettle = (tenant: string, keys: ReadonlyArray<Arg>, args: Array<Arg>): Promise<unknown> =>
+    new Promise((resolve, reject) => {
+      const group = groupOf(tenant)
+      const signature = keys.join("\n")
+      const first = group.settles.get(signature)
+      if (first === undefined) {
+        const call: Call = { op: MANY_SETTLE, keys, args, resolve, reject }
+        group.settles.set(signature, call)
+        group.calls.push(call)
+        return
+      }
+      const sum = first.args
+      sum[SETTLE_NOW] = Math.max(Number(sum[SETTLE_NOW]), Number(args[SETTLE_NOW]))
+      for (const at of [SETTLE_RESERVED, SETTLE_COST, SETTLE_TOKENS])
+        sum[at] = Number(sum[at]) + Number(args[at])
+      // The later settlement's expiries (a day's or week's hash lives until its period ends + a margin).
+      for (let at = SETTLE_FIRST_PX; at < args.length; at++) sum[at] = args[at]!
+      const { resolve: resolveFirst, reject: rejectFirst } = first
+      first.resolve = (reply) => {
+        resolveFirst(reply)
+        resolve(reply)
+      }
+      first.reject = (cause) => {
+        rejectFirst(cause)
+        reject(cause)
+      }
     })
 
   const admit: StoreService["admit"] = (request) => {
@@ -304,7 +356,11 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
       SESSION_PX,
     ]
     for (const budget of budgets) args.push(spendPx(budget, now))
-    return send("settle", () => enqueue(request.tenant, MANY_SETTLE, keyList, args)).pipe(Effect.asVoid)
+    return send("settle", () =>
+      request.sessionId === undefined
+        ? enqueueSettle(request.tenant, keyList, args)
+        : enqueue(request.tenant, MANY_SETTLE, keyList, args),
+    ).pipe(Effect.asVoid)
   }
 
   const extend: StoreService["extend"] = (request) => {

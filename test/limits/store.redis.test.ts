@@ -74,14 +74,19 @@ const countWritesTo = (port: number) =>
     }
   })
 
-/** Script calls (EVALSHA and EVAL) Redis has run so far, from INFO commandstats. */
-const scriptCalls = (client: Redis) =>
+/** Calls of `commands` Redis has run so far (scripts' own calls included), from INFO commandstats. */
+const commandCalls = (client: Redis, commands: ReadonlyArray<string>) =>
   Effect.promise(async () => {
     const info = await client.info("commandstats")
     let calls = 0
-    for (const match of info.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)) calls += Number(match[1])
+    for (const match of info.matchAll(/^cmdstat_(\w+):calls=(\d+)/gm)) {
+      if (commands.includes(match[1]!)) calls += Number(match[2])
+    }
     return calls
   })
+
+/** Script calls (EVALSHA and EVAL) Redis has run so far. */
+const scriptCalls = (client: Redis) => commandCalls(client, ["evalsha", "eval"])
 
 /** `n` store calls issued in the same event-loop turn (all started before any answer), their results in call order. */
 const inOneTurn = <A, E>(n: number, call: (i: number) => Effect.Effect<A, E>) =>
@@ -263,6 +268,38 @@ describe("Redis store", () => {
         // mix-a: 4 + 3 spent, one reservation of 5 left (the third admission); mix-b: its reservation.
         assert.deepStrictEqual(yield* month("mix-a"), { spend: 7, reserved: 5 })
         assert.deepStrictEqual(yield* month("mix-b"), { spend: 0, reserved: 5 })
+      }).pipe(Effect.provide(layerRedis(redis.url))),
+  )
+
+  it.effect(
+    "settlements without a session of one turn and the same budgets merge into one: the sums as one after the other",
+    () =>
+      Effect.gen(function* () {
+        const store = yield* Store
+        const raw = yield* rawClient
+        const now = 180_000
+        const admission: AdmitRequest = { ...request("merge", now), session: undefined }
+        for (let i = 0; i < 4; i++) assert.strictEqual((yield* store.admit(admission))._tag, "Admitted")
+        const settle = (cost: number, tokenDelta: number) =>
+          store.settle({
+            tenant: "merge",
+            now,
+            minute: 3,
+            budgets: admission.budgets,
+            sessionId: undefined,
+            reserved: 5,
+            cost,
+            tokenDelta,
+          })
+        const before = yield* commandCalls(raw, ["hset"])
+        yield* Effect.all([settle(4, 2), settle(3, -1), settle(2, 5)], { concurrency: "unbounded" })
+        // One settle's writes: one HSET per budget (three), not nine.
+        assert.strictEqual((yield* commandCalls(raw, ["hset"])) - before, 3)
+        const state = yield* store.tenantState("merge", now, admission.budgets)
+        // Four reservations of 5, three settled (4 + 3 + 2 spent), one still open.
+        for (const budget of state.budgets) assert.deepStrictEqual(budget, { spend: 9, reserved: 5 })
+        // Four admissions of 10 tokens each, then +2 − 1 + 5.
+        assert.strictEqual(state.tokens.current, 46)
       }).pipe(Effect.provide(layerRedis(redis.url))),
   )
 
