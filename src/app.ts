@@ -44,7 +44,10 @@ export const appLayer = (
   const store =
     overrides.store ??
     (config.store.kind === "redis"
-      ? layerRedis(config.store.url, { cluster: config.store.cluster })
+      ? layerRedis(config.store.url, {
+          cluster: config.store.cluster,
+          leaseRequests: config.store.leaseRequests,
+        })
       : layerMemory({ usageFile: config.usageFile }))
   const telemetry = overrides.telemetry ?? Metrics.layerTelemetry
   const base = Layer.mergeAll(

@@ -48,6 +48,8 @@ export type StoreConfig =
       readonly url: string
       /** `store.cluster`: `url` names one node of a Redis Cluster; the client follows the cluster's slots. */
       readonly cluster: boolean
+      /** `store.lease_requests`: requests one admission may lease far from every limit (ADR 0063); 1: none. */
+      readonly leaseRequests: number
     }
 
 export interface RetryConfig {

@@ -66,14 +66,18 @@ export const AdminSection = Schema.Struct({
   tokenEnv: withDefault(EnvVarName, "TOLLGATE_ADMIN_TOKEN"),
 }).pipe(Schema.encodeKeys({ tokenEnv: "token_env" }), mapping)
 
-/** `store:` — `kind: memory` (default) or `kind: redis` with a required `url` (`cluster` defaults to false). */
+/**
+ * `store:` — `kind: memory` (default) or `kind: redis` with a required `url`
+ * (`cluster` defaults to false, `lease_requests` to 32).
+ */
 export const StoreSection = discriminated("kind", "store kind", {
   memory: Schema.Struct({ kind: Schema.Literal("memory") }),
   redis: Schema.Struct({
     kind: Schema.Literal("redis"),
     url: RedisUrl,
     cluster: withDefault(says("must be true or false", Schema.Boolean), false),
-  }),
+    leaseRequests: withDefault(PositiveInt, 32),
+  }).pipe(Schema.encodeKeys({ leaseRequests: "lease_requests" })),
 })
 
 /** `keys:` — `file` stays undefined when absent (decode.ts puts it beside the usage file). */

@@ -19,6 +19,8 @@ export interface RedisClientOptions {
    * of one event-loop turn are batched by ioredis' auto-pipelining per node.
    */
   readonly cluster?: boolean
+  /** `store.lease_requests` (ADR 0063): requests one admission may lease far from every limit; 1: none. Default 32. */
+  readonly leaseRequests?: number
 }
 
 /** Per command and per connection attempt: fail fast. */

@@ -15,7 +15,7 @@ import { Redis } from "ioredis"
 import { ADMIT_LUA } from "./lua/admit.js"
 import { acquireRedis, passwordsOf, type RedisClientOptions } from "./redisClient.js"
 import { EXTEND_LUA } from "./lua/extend.js"
-import { MANY_ADMIT, MANY_LUA, MANY_SETTLE } from "./lua/many.js"
+import { MANY_ADMIT, MANY_LUA, MANY_RELEASE, MANY_SETTLE } from "./lua/many.js"
 import { SETTLE_LUA } from "./lua/settle.js"
 import { TENANT_STATE_LUA } from "./lua/tenantState.js"
 import type { BudgetName } from "../domain/errors.js"
@@ -30,6 +30,7 @@ import {
   Store,
   StoreError,
   type Admitted,
+  type AdmitRequest,
   type BudgetCheck,
   type PeriodBudget,
   type Refused,
@@ -49,7 +50,7 @@ interface RedisWithScripts extends Redis {
 
 /** An admission or a settlement waiting for the end of the event-loop turn. */
 interface Call {
-  readonly op: typeof MANY_ADMIT | typeof MANY_SETTLE
+  readonly op: typeof MANY_ADMIT | typeof MANY_SETTLE | typeof MANY_RELEASE
   readonly keys: ReadonlyArray<Arg>
   readonly args: Array<Arg>
   /** Replaced by a merged settlement, to answer both. */
@@ -69,6 +70,41 @@ const SETTLE_RESERVED = 1
 const SETTLE_COST = 2
 const SETTLE_TOKENS = 3
 const SETTLE_FIRST_PX = 7
+
+/** Requests one lease covers (ADR 0063). */
+export const LEASE_REQUESTS = 32
+/** A lease is granted only while this many leases would still fit under every limit and budget. */
+export const LEASE_MARGIN = 64
+
+/**
+ * What a lease has left (ADR 0063): requests the copy may still admit
+ * without asking Redis, with the tokens and reservation Redis already
+ * counted for them, in the minute and budget periods of its grant.
+ */
+interface Lease {
+  readonly tenant: string
+  readonly minute: number
+  readonly budgets: ReadonlyArray<PeriodBudget>
+  /** The grant's answer, the answer of every request the lease admits. */
+  readonly admitted: Admitted
+  requests: number
+  tokens: number
+  money: number
+  timer: ReturnType<typeof setTimeout> | undefined
+}
+
+/**
+ * The requests a lease may cover: same tenant, minute, limits and budget
+ * periods and checks, no session (sessions are per request), tokens counted
+ * or not alike.
+ */
+const leaseId = (request: AdmitRequest): string => {
+  let id = `${request.tenant}\n${Math.floor(request.now / MINUTE_MS)}\n${request.requestsPerMinute ?? ""}\n${request.tokensPerMinute ?? ""}\n${request.tokenCost > 0}`
+  for (const b of request.budgets) {
+    id += `\n${b.key ?? ""}\t${b.name}\t${b.period}\t${b.check?.limit ?? ""}\t${b.check?.hard ?? ""}`
+  }
+  return id
+}
 
 /** Minute counters live 3 minutes (real time): the current minute is read as "previous" until its end + 1 min. */
 const COUNTER_PX = 3 * MINUTE_MS
@@ -186,7 +222,7 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
    */
   let queued = new Map<string, Group>()
   const run = (calls: ReadonlyArray<Call>): void => {
-    if (calls.length === 1) {
+    if (calls.length === 1 && calls[0]!.op !== MANY_RELEASE) {
       const call = calls[0]!
       const reply: Promise<unknown> =
         call.op === MANY_ADMIT
@@ -273,7 +309,77 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
       }
     })
 
+  const leaseRequests = options.leaseRequests ?? LEASE_REQUESTS
+  /** Leases by `leaseId`, and the ids whose lease is being asked for (one ask at a time). */
+  const leases = new Map<string, Lease>()
+  const asking = new Set<string>()
+  /** Gives back what `lease` has left (a failure leaves it counted, as a crash would). */
+  const release = (id: string, lease: Lease): Promise<unknown> => {
+    if (leases.get(id) === lease) leases.delete(id)
+    if (lease.timer !== undefined) clearTimeout(lease.timer)
+    if (lease.requests === 0 && lease.tokens === 0 && lease.money === 0) return Promise.resolve()
+    const k = keys(lease.tenant)
+    const keyList: Array<Arg> = [k.requests(lease.minute), k.tokens(lease.minute)]
+    for (const budget of lease.budgets) keyList.push(k.spend(budget))
+    const unused = [lease.requests, lease.tokens, lease.money]
+    lease.requests = lease.tokens = lease.money = 0
+    batch()
+    return enqueue(lease.tenant, MANY_RELEASE, keyList, unused).catch(() => undefined)
+  }
+  /** Takes `request` out of `lease` when it has room for it. */
+  const takes = (lease: Lease, request: AdmitRequest): boolean => {
+    if (lease.requests === 0 || request.tokenCost > lease.tokens || request.reserve > lease.money)
+      return false
+    lease.requests--
+    lease.tokens -= request.tokenCost
+    lease.money -= request.reserve
+    return true
+  }
+  /** Keeps the rest of a grant of `granted` requests as a lease, given back at the end of its minute. */
+  const keep = (id: string, request: AdmitRequest, admitted: Admitted, granted: number): void => {
+    const lease: Lease = {
+      tenant: request.tenant,
+      minute: admitted.minute,
+      budgets: request.budgets,
+      admitted,
+      requests: granted - 1,
+      tokens: (granted - 1) * request.tokenCost,
+      money: (granted - 1) * request.reserve,
+      timer: undefined,
+    }
+    const old = leases.get(id)
+    if (old !== undefined) void release(id, old)
+    // The grant's answer is every leased request's: it must say nothing that concerns this request alone.
+    if (admitted.softExceeded.length > 0 || admitted.sessionsEvicted > 0) return void release(id, lease)
+    leases.set(id, lease)
+    // Its counters are the minute's: what is left goes back 1 s after the minute ends.
+    lease.timer = setTimeout(
+      () => void release(id, lease),
+      (admitted.minute + 1) * MINUTE_MS - request.now + 1_000,
+    )
+    lease.timer.unref()
+  }
+  // A copy that stops gives back what its leases have left.
+  yield* Effect.addFinalizer(() =>
+    Effect.promise(() => Promise.all([...leases].map(([id, lease]) => release(id, lease)))),
+  )
+
   const admit: StoreService["admit"] = (request) => {
+    let id: string | undefined
+    let ask = 1
+    if (leaseRequests > 1 && request.session === undefined) {
+      id = leaseId(request)
+      const lease = leases.get(id)
+      if (lease !== undefined) {
+        if (takes(lease, request)) return Effect.succeed(lease.admitted)
+        void release(id, lease)
+      }
+      if (!asking.has(id)) {
+        ask = leaseRequests
+        asking.add(id)
+      }
+    }
+    const asked = ask > 1 ? id : undefined
     const { now, tokenCost, budgets } = request
     const k = keys(request.tenant)
     const minute = Math.floor(now / MINUTE_MS)
@@ -307,7 +413,8 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
     ]
     for (const budget of budgets)
       args.push(limitArg(budget.check), hardArg(budget.check), spendPx(budget, now))
-    return send("admit", () => enqueue(request.tenant, MANY_ADMIT, keyList, args)).pipe(
+    args.push(ask, LEASE_MARGIN)
+    const answered = send("admit", () => enqueue(request.tenant, MANY_ADMIT, keyList, args)).pipe(
       Effect.map((answer): Admitted | Refused => {
         const reply = answer as Array<number>
         const requests = windowAt(request.requestsPerMinute, int(reply[2]), int(reply[3]), now)
@@ -327,7 +434,7 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
         const softExceeded: Array<BudgetName> = []
         for (let i = 0; i < n; i++) if (int(reply[10 + i]) === 1) softExceeded.push(budgetNameOf(budgets[i]!))
         if (int(reply[9]) === 1) softExceeded.push("session")
-        return {
+        const admitted: Admitted = {
           _tag: "Admitted",
           minute,
           month: monthOf(now),
@@ -337,8 +444,17 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
           sessionsEvicted: int(reply[6]),
           monthSpend: int(reply[7]),
         }
+        const granted = int(reply[10 + n])
+        if (asked !== undefined && granted > 1) keep(asked, request, admitted, granted)
+        return admitted
       }),
     )
+    return asked === undefined
+      ? answered
+      : Effect.ensuring(
+          answered,
+          Effect.sync(() => asking.delete(asked)),
+        )
   }
 
   const settle: StoreService["settle"] = (request) => {

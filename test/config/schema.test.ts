@@ -333,11 +333,32 @@ describe("defaults", () => {
       const { config } = yield* decode(
         patch(baseConfig(), ["store"], { kind: "redis", url: "redis://r:6379/0" }),
       )
-      assert.deepStrictEqual(config.store, { kind: "redis", url: "redis://r:6379/0", cluster: false })
+      assert.deepStrictEqual(config.store, {
+        kind: "redis",
+        url: "redis://r:6379/0",
+        cluster: false,
+        leaseRequests: 32,
+      })
       const clustered = yield* decode(
-        patch(baseConfig(), ["store"], { kind: "redis", url: "redis://r:7000", cluster: true }),
+        patch(baseConfig(), ["store"], {
+          kind: "redis",
+          url: "redis://r:7000",
+          cluster: true,
+          lease_requests: 1,
+        }),
       )
-      assert.deepStrictEqual(clustered.config.store, { kind: "redis", url: "redis://r:7000", cluster: true })
+      assert.deepStrictEqual(clustered.config.store, {
+        kind: "redis",
+        url: "redis://r:7000",
+        cluster: true,
+        leaseRequests: 1,
+      })
+      assert.deepStrictEqual(
+        yield* problemsOf(
+          patch(baseConfig(), ["store"], { kind: "redis", url: "redis://r", lease_requests: 0 }),
+        ),
+        ["store.lease_requests: must be a positive integer"],
+      )
       assert.deepStrictEqual(
         yield* problemsOf(
           patch(baseConfig(), ["store"], { kind: "redis", url: "redis://r", cluster: "yes" }),

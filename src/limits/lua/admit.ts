@@ -17,7 +17,15 @@ import { LUA_PRELUDE } from "./prelude.js"
  * 10 session lifetime ms, 11 counter PEXPIRE ms, 12 session PEXPIRE ms,
  * 13 most live sessions of the tenant (≥ 1), 14 the position of the
  * tenant's month among the budgets (0: not there), then for budget i (KEYS[6 + i]):
- * 12 + 3i its limit (−1: none), 13 + 3i hard (1/0), 14 + 3i its PEXPIRE ms.
+ * 12 + 3i its limit (−1: none), 13 + 3i hard (1/0), 14 + 3i its PEXPIRE ms;
+ * then 15 + 3n the lease asked for (k requests; 1: none) and 16 + 3n its
+ * margin (m).
+ *
+ * A lease (ADR 0063): a request without a session that is admitted, when
+ * k × m such requests would still fit under every limit and budget (hard
+ * or soft), is counted k times — k requests, k × its tokens, k × its
+ * reserve — and the copy admits k − 1 more like it without asking; else it
+ * is counted once.
  *
  * An admitted request that starts a new session (none live under its id)
  * when the index already holds the most live sessions evicts the least
@@ -31,7 +39,8 @@ import { LUA_PRELUDE } from "./prelude.js"
  * 4 budget), requests current, requests previous, tokens current, tokens previous,
  * sessions evicted, settled month spend (−1 when refused before it was read),
  * the refusing budget (i, or n + 1 for the session; 0 none),
- * soft session exceeded 1/0, soft budget i exceeded 1/0 for each i}.
+ * soft session exceeded 1/0, soft budget i exceeded 1/0 for each i, the
+ * requests counted (k, or 1)}.
  * Counters are after counting when admitted, as seen when refused.
  */
 export const ADMIT_BODY = `
@@ -47,6 +56,8 @@ local sHard = ARGV[9] == "1"
 local ttl = tonumber(ARGV[10])
 local monthAt = tonumber(ARGV[14])
 local n = #KEYS - 6
+local leaseAsked = tonumber(ARGV[15 + 3 * n] or "1")
+local leaseMargin = tonumber(ARGV[16 + 3 * n] or "1")
 
 local rqCur = num(redis.call("GET", KEYS[1]))
 local rqPrev = num(redis.call("GET", KEYS[2]))
@@ -93,15 +104,27 @@ if sid ~= "" then
   if sLimit >= 0 and sHard and sSpend + sReserved + reserve > sLimit then return refuse(4, n + 1) end
 end
 
-rqCur = redis.call("INCR", KEYS[1])
+local k = 1
+if leaseAsked > 1 and sid == "" then
+  local m = leaseAsked * leaseMargin
+  local room = not (rpm >= 0 and not fits(rpm, rqCur, rqPrev, m))
+  if room and tpm >= 0 and not fits(tpm, tkCur, tkPrev, cost * m) then room = false end
+  for i = 1, n do
+    local limit = tonumber(ARGV[12 + 3 * i])
+    if limit >= 0 and spend[i] + reserved[i] + reserve * m > limit then room = false end
+  end
+  if room then k = leaseAsked end
+end
+
+rqCur = redis.call("INCRBY", KEYS[1], fmt(k))
 redis.call("PEXPIRE", KEYS[1], ARGV[11])
 if cost > 0 then
-  tkCur = redis.call("INCRBY", KEYS[3], ARGV[5])
+  tkCur = redis.call("INCRBY", KEYS[3], fmt(cost * k))
   redis.call("PEXPIRE", KEYS[3], ARGV[11])
 end
 local soft = {}
 for i = 1, n do
-  local r = redis.call("HINCRBY", KEYS[6 + i], "reserved", ARGV[6])
+  local r = redis.call("HINCRBY", KEYS[6 + i], "reserved", fmt(reserve * k))
   redis.call("PEXPIRE", KEYS[6 + i], ARGV[14 + 3 * i])
   local limit = tonumber(ARGV[12 + 3 * i])
   soft[i] = (limit >= 0 and ARGV[13 + 3 * i] ~= "1" and spend[i] + r > limit) and 1 or 0
@@ -135,6 +158,7 @@ end
 
 local out = {1, 0, rqCur, rqPrev, tkCur, tkPrev, evicted, mSpend, 0, softSession}
 for i = 1, n do out[10 + i] = soft[i] end
+out[11 + n] = k
 return out
 `
 

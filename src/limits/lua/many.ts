@@ -1,10 +1,12 @@
 import { ADMIT_BODY } from "./admit.js"
 import { LUA_PRELUDE } from "./prelude.js"
+import { RELEASE_BODY } from "./release.js"
 import { SETTLE_BODY } from "./settle.js"
 
 /** Operation codes of {@link MANY_LUA}. */
 export const MANY_ADMIT = 1
 export const MANY_SETTLE = 2
+export const MANY_RELEASE = 3
 
 /**
  * Many admissions and settlements in one script call (ADR 0062): the calls
@@ -14,7 +16,7 @@ export const MANY_SETTLE = 2
  *
  * KEYS: every call's keys, one call after the other.
  * ARGV: 1 the number of calls, then per call: its operation
- * ({@link MANY_ADMIT} or {@link MANY_SETTLE}), its number of keys, its
+ * ({@link MANY_ADMIT}, {@link MANY_SETTLE} or {@link MANY_RELEASE}), its number of keys, its
  * number of arguments, then its arguments.
  *
  * Returns one reply per call, in order: what its own script returns.
@@ -26,7 +28,10 @@ end
 local function settle(KEYS, ARGV)
 ${SETTLE_BODY}
 end
-local run = {admit, settle}
+local function release(KEYS, ARGV)
+${RELEASE_BODY}
+end
+local run = {admit, settle, release}
 local out = {}
 local k, a = 0, 2
 for r = 1, tonumber(ARGV[1]) do

@@ -1,0 +1,184 @@
+import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { Context, Effect, Exit, Layer, Scope } from "effect"
+import { Redis } from "ioredis"
+import { LEASE_MARGIN, LEASE_REQUESTS, layerRedis } from "../../src/limits/redisStore.js"
+import { type AdmitRequest, Store, type StoreService } from "../../src/limits/Store.js"
+import { type RedisHandle, startRedis } from "../support/redis.js"
+import { periodic } from "./store.fixture.js"
+
+/** Leases (ADR 0063): far from every limit one admission in LEASE_REQUESTS asks Redis; near one, every one does. */
+
+let redis: RedisHandle
+let raw: Redis
+
+beforeAll(async () => {
+  redis = await startRedis()
+  raw = new Redis(redis.url)
+})
+
+afterAll(async () => {
+  await raw?.quit()
+  await redis?.stop()
+})
+
+/** Minute 5 of 1970: `tollgate:{T}:rq:5`. */
+const NOW = 5 * 60_000 + 1_000
+
+const request = (tenant: string, over: Partial<AdmitRequest> = {}): AdmitRequest => ({
+  tenant,
+  now: NOW,
+  requestsPerMinute: 1_000_000,
+  tokensPerMinute: 100_000_000,
+  tokenCost: 10,
+  reserve: 5,
+  budgets: [periodic("month", undefined, { limit: 1_000_000_000, hard: true }, NOW)],
+  session: undefined,
+  maxSessions: 10_000,
+  ...over,
+})
+
+/** Script calls Redis has run so far. */
+const scriptCalls = async (): Promise<number> => {
+  const info = await raw.info("commandstats")
+  let calls = 0
+  for (const match of info.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)) calls += Number(match[1])
+  return calls
+}
+
+const counter = async (key: string): Promise<number> => Number((await raw.get(key)) ?? 0)
+const reserved = async (tenant: string): Promise<number> =>
+  Number((await raw.hget(`tollgate:{${tenant}}:month:1970-01`, "reserved")) ?? 0)
+const spent = async (tenant: string): Promise<number> =>
+  Number((await raw.hget(`tollgate:{${tenant}}:month:1970-01`, "spend")) ?? 0)
+
+/** A store (one Tollgate copy) open until `scope` closes: closing it gives back what its leases have left. */
+const openStore = (scope: Scope.Closeable) =>
+  Effect.map(Layer.buildWithScope(layerRedis(redis.url), scope), (context) => Context.get(context, Store))
+
+const admitAll = (store: StoreService, requests: ReadonlyArray<AdmitRequest>) =>
+  Effect.forEach(requests, (r) => store.admit(r))
+
+describe("Redis store leases", () => {
+  it.live(
+    "far from every limit one admission in 32 asks Redis, and closing the store gives back what its lease left",
+    () =>
+      Effect.gen(function* () {
+        const scope = yield* Scope.make()
+        const store = yield* openStore(scope)
+        const before = yield* Effect.promise(scriptCalls)
+        const answers = yield* admitAll(
+          store,
+          Array.from({ length: 40 }, () => request("far")),
+        )
+        assert.isTrue(answers.every((a) => a._tag === "Admitted"))
+        // 40 admissions: a lease of 32 (this request and 31), then another for the last 8.
+        assert.strictEqual((yield* Effect.promise(scriptCalls)) - before, 2)
+        assert.strictEqual(yield* Effect.promise(() => counter("tollgate:{far}:rq:5")), 2 * LEASE_REQUESTS)
+        assert.strictEqual(yield* Effect.promise(() => reserved("far")), 2 * LEASE_REQUESTS * 5)
+        // Every admitted request settles as without a lease: its own reservation, its cost.
+        yield* Effect.forEach(answers, (a) =>
+          a._tag === "Admitted"
+            ? store.settle({
+                tenant: "far",
+                now: NOW,
+                minute: a.minute,
+                budgets: request("far").budgets,
+                sessionId: undefined,
+                reserved: 5,
+                cost: 3,
+                tokenDelta: 2,
+              })
+            : Effect.void,
+        )
+        // What the second lease did not use: 24 requests, their tokens and reservations.
+        assert.strictEqual(yield* Effect.promise(() => reserved("far")), 24 * 5)
+        yield* Scope.close(scope, Exit.void)
+        assert.strictEqual(yield* Effect.promise(() => counter("tollgate:{far}:rq:5")), 40)
+        assert.strictEqual(yield* Effect.promise(() => counter("tollgate:{far}:tk:5")), 40 * (10 + 2))
+        assert.strictEqual(yield* Effect.promise(() => reserved("far")), 0)
+        assert.strictEqual(yield* Effect.promise(() => spent("far")), 40 * 3)
+      }),
+  )
+
+  it.live("near a limit, with a session, or in a new minute, an admission asks Redis", () =>
+    Effect.gen(function* () {
+      const scope = yield* Scope.make()
+      const store = yield* openStore(scope)
+      // A request limit below LEASE_REQUESTS × LEASE_MARGIN: every admission is counted on its own.
+      const limited = request("near", { requestsPerMinute: LEASE_REQUESTS * LEASE_MARGIN - 1 })
+      let before = yield* Effect.promise(scriptCalls)
+      yield* admitAll(
+        store,
+        Array.from({ length: 10 }, () => limited),
+      )
+      assert.strictEqual((yield* Effect.promise(scriptCalls)) - before, 10)
+      assert.strictEqual(yield* Effect.promise(() => counter("tollgate:{near}:rq:5")), 10)
+      // A hard budget with less than LEASE_MARGIN leases' worth of room: the same.
+      const budget = request("near-budget", {
+        budgets: [
+          periodic("month", undefined, { limit: LEASE_REQUESTS * LEASE_MARGIN * 5 - 1, hard: true }, NOW),
+        ],
+      })
+      before = yield* Effect.promise(scriptCalls)
+      yield* admitAll(
+        store,
+        Array.from({ length: 10 }, () => budget),
+      )
+      assert.strictEqual((yield* Effect.promise(scriptCalls)) - before, 10)
+      assert.strictEqual(yield* Effect.promise(() => reserved("near-budget")), 50)
+      // A session is the request's own: never leased.
+      const session = request("session", { session: { id: "s-1", budget: undefined } })
+      before = yield* Effect.promise(scriptCalls)
+      yield* admitAll(
+        store,
+        Array.from({ length: 5 }, () => session),
+      )
+      assert.strictEqual((yield* Effect.promise(scriptCalls)) - before, 5)
+      // The next minute has its own counters: a new lease.
+      yield* store.admit(request("minutes"))
+      before = yield* Effect.promise(scriptCalls)
+      yield* store.admit(request("minutes"))
+      assert.strictEqual((yield* Effect.promise(scriptCalls)) - before, 0)
+      yield* store.admit(request("minutes", { now: NOW + 60_000 }))
+      assert.strictEqual((yield* Effect.promise(scriptCalls)) - before, 1)
+      assert.strictEqual(yield* Effect.promise(() => counter("tollgate:{minutes}:rq:6")), LEASE_REQUESTS)
+      yield* Scope.close(scope, Exit.void)
+      assert.strictEqual(yield* Effect.promise(() => counter("tollgate:{minutes}:rq:5")), 2)
+      assert.strictEqual(yield* Effect.promise(() => counter("tollgate:{minutes}:rq:6")), 1)
+    }),
+  )
+
+  it.live(
+    "two copies on one hard budget never reserve past it, and each stops only when less than a lease's worth is left to it",
+    () =>
+      Effect.gen(function* () {
+        const limit = 1_000_000
+        const reserve = 100
+        const scopes = [yield* Scope.make(), yield* Scope.make()]
+        const stores = [yield* openStore(scopes[0]!), yield* openStore(scopes[1]!)]
+        const ask = request("shared", {
+          reserve,
+          budgets: [periodic("month", undefined, { limit, hard: true }, NOW)],
+        })
+        const admitted = [0, 0]
+        const refused = [false, false]
+        // The two copies take turns until both are refused.
+        for (let turn = 0; !(refused[0] && refused[1]); turn++) {
+          const copy = turn % 2
+          if (refused[copy]) continue
+          const answer = yield* stores[copy]!.admit(ask)
+          if (answer._tag === "Admitted") admitted[copy]!++
+          else {
+            assert.strictEqual(answer.reason, "budget")
+            refused[copy] = true
+          }
+        }
+        const total = admitted[0]! + admitted[1]!
+        assert.isAtMost(total * reserve, limit)
+        // Refused only once the budget, less the other copy's unused lease (< 32 requests), had no room left.
+        assert.isAtLeast(total * reserve, limit - 2 * (LEASE_REQUESTS - 1) * reserve)
+        for (const scope of scopes) yield* Scope.close(scope, Exit.void)
+        assert.strictEqual(yield* Effect.promise(() => reserved("shared")), total * reserve)
+      }),
+  )
+})
