@@ -75,6 +75,12 @@ const SETTLE_FIRST_PX = 7
 export const LEASE_REQUESTS = 32
 /** A lease is granted only while this many leases would still fit under every limit and budget. */
 export const LEASE_MARGIN = 64
+/**
+ * A lease's tokens and reservation: this many times its requests' worth at
+ * the granting request's size, so that larger requests than that one still
+ * fit in it (the requests count ends a lease first when sizes are alike).
+ */
+export const LEASE_SLACK = 2
 
 /**
  * What a lease has left (ADR 0063): requests the copy may still admit
@@ -343,8 +349,8 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
       budgets: request.budgets,
       admitted,
       requests: granted - 1,
-      tokens: (granted - 1) * request.tokenCost,
-      money: (granted - 1) * request.reserve,
+      tokens: (granted * LEASE_SLACK - 1) * request.tokenCost,
+      money: (granted * LEASE_SLACK - 1) * request.reserve,
       timer: undefined,
     }
     const old = leases.get(id)
@@ -372,6 +378,7 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
       const lease = leases.get(id)
       if (lease !== undefined) {
         if (takes(lease, request)) return Effect.succeed(lease.admitted)
+        // Spent, or too small for this request: what is left goes back, and this request asks for a new one.
         void release(id, lease)
       }
       if (!asking.has(id)) {
@@ -413,7 +420,7 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
     ]
     for (const budget of budgets)
       args.push(limitArg(budget.check), hardArg(budget.check), spendPx(budget, now))
-    args.push(ask, LEASE_MARGIN)
+    args.push(ask, LEASE_MARGIN, LEASE_SLACK)
     const answered = send("admit", () => enqueue(request.tenant, MANY_ADMIT, keyList, args)).pipe(
       Effect.map((answer): Admitted | Refused => {
         const reply = answer as Array<number>

@@ -18,14 +18,14 @@ import { LUA_PRELUDE } from "./prelude.js"
  * 13 most live sessions of the tenant (≥ 1), 14 the position of the
  * tenant's month among the budgets (0: not there), then for budget i (KEYS[6 + i]):
  * 12 + 3i its limit (−1: none), 13 + 3i hard (1/0), 14 + 3i its PEXPIRE ms;
- * then 15 + 3n the lease asked for (k requests; 1: none) and 16 + 3n its
- * margin (m).
+ * then 15 + 3n the lease asked for (k requests; 1: none), 16 + 3n its
+ * margin (m) and 17 + 3n its slack (s).
  *
  * A lease (ADR 0063): a request without a session that is admitted, when
- * k × m such requests would still fit under every limit and budget (hard
- * or soft), is counted k times — k requests, k × its tokens, k × its
- * reserve — and the copy admits k − 1 more like it without asking; else it
- * is counted once.
+ * k × m requests, and k × s × m times its tokens and reservation, would
+ * still fit under every limit and budget (hard or soft), is counted as k
+ * requests with k × s times its tokens and reservation, and the copy admits
+ * k − 1 more requests within those without asking; else it is counted once.
  *
  * An admitted request that starts a new session (none live under its id)
  * when the index already holds the most live sessions evicts the least
@@ -58,6 +58,7 @@ local monthAt = tonumber(ARGV[14])
 local n = #KEYS - 6
 local leaseAsked = tonumber(ARGV[15 + 3 * n] or "1")
 local leaseMargin = tonumber(ARGV[16 + 3 * n] or "1")
+local leaseSlack = tonumber(ARGV[17 + 3 * n] or "1")
 
 local rqCur = num(redis.call("GET", KEYS[1]))
 local rqPrev = num(redis.call("GET", KEYS[2]))
@@ -104,27 +105,29 @@ if sid ~= "" then
   if sLimit >= 0 and sHard and sSpend + sReserved + reserve > sLimit then return refuse(4, n + 1) end
 end
 
-local k = 1
+-- k requests counted; s times this request's tokens and reservation (s = k × slack for a lease).
+local k, s = 1, 1
 if leaseAsked > 1 and sid == "" then
   local m = leaseAsked * leaseMargin
+  local sm = m * leaseSlack
   local room = not (rpm >= 0 and not fits(rpm, rqCur, rqPrev, m))
-  if room and tpm >= 0 and not fits(tpm, tkCur, tkPrev, cost * m) then room = false end
+  if room and tpm >= 0 and not fits(tpm, tkCur, tkPrev, cost * sm) then room = false end
   for i = 1, n do
     local limit = tonumber(ARGV[12 + 3 * i])
-    if limit >= 0 and spend[i] + reserved[i] + reserve * m > limit then room = false end
+    if limit >= 0 and spend[i] + reserved[i] + reserve * sm > limit then room = false end
   end
-  if room then k = leaseAsked end
+  if room then k, s = leaseAsked, leaseAsked * leaseSlack end
 end
 
 rqCur = redis.call("INCRBY", KEYS[1], fmt(k))
 redis.call("PEXPIRE", KEYS[1], ARGV[11])
 if cost > 0 then
-  tkCur = redis.call("INCRBY", KEYS[3], fmt(cost * k))
+  tkCur = redis.call("INCRBY", KEYS[3], fmt(cost * s))
   redis.call("PEXPIRE", KEYS[3], ARGV[11])
 end
 local soft = {}
 for i = 1, n do
-  local r = redis.call("HINCRBY", KEYS[6 + i], "reserved", fmt(reserve * k))
+  local r = redis.call("HINCRBY", KEYS[6 + i], "reserved", fmt(reserve * s))
   redis.call("PEXPIRE", KEYS[6 + i], ARGV[14 + 3 * i])
   local limit = tonumber(ARGV[12 + 3 * i])
   soft[i] = (limit >= 0 and ARGV[13 + 3 * i] ~= "1" and spend[i] + r > limit) and 1 or 0
