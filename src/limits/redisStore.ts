@@ -58,7 +58,7 @@ interface Call {
   reject: (cause: unknown) => void
 }
 
-/** The calls of one turn for one script call, and its settlements without a session by their keys (to merge). */
+/** The calls of one turn for one script call, and its settlements by their keys (to merge). */
 interface Group {
   readonly calls: Array<Call>
   readonly settles: Map<string, Call>
@@ -280,12 +280,13 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
       groupOf(tenant).calls.push({ op, keys, args, resolve, reject })
     })
   /**
-   * Queues a settlement without a session, merged with the turn's other
-   * settlements of the same keys (same tenant, minute and budget periods):
-   * one settle of the summed reservations, costs and token deltas, as the
-   * settle script would leave them one after the other (a reservation or a
-   * counter that would go below 0 stops at 0 either way, but for a token
-   * counter taken below 0 by one delta and raised by a later one).
+   * Queues a settlement, merged with the turn's other settlements of the
+   * same keys (same tenant, session, minute and budget periods): one settle
+   * of the summed reservations, costs and token deltas at the latest `now`,
+   * as the settle script would leave them one after the other (a
+   * reservation or a counter that would go below 0 stops at 0 either way,
+   * but for a token counter taken below 0 by one delta and raised by a later
+   * one; a session's last request is the latest either way).
    */
   const enqueueSettle = (tenant: string, keys: ReadonlyArray<Arg>, args: Array<Arg>): Promise<unknown> =>
     new Promise((resolve, reject) => {
@@ -479,11 +480,7 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
       SESSION_PX,
     ]
     for (const budget of budgets) args.push(spendPx(budget, now))
-    return send("settle", () =>
-      request.sessionId === undefined
-        ? enqueueSettle(request.tenant, keyList, args)
-        : enqueue(request.tenant, MANY_SETTLE, keyList, args),
-    ).pipe(Effect.asVoid)
+    return send("settle", () => enqueueSettle(request.tenant, keyList, args)).pipe(Effect.asVoid)
   }
 
   const extend: StoreService["extend"] = (request) => {

@@ -273,7 +273,7 @@ describe("Redis store", () => {
   )
 
   it.effect(
-    "settlements without a session of one turn and the same budgets merge into one: the sums as one after the other",
+    "settlements of one turn with the same budgets merge into one: the sums as one after the other",
     () =>
       Effect.gen(function* () {
         const store = yield* Store
@@ -301,6 +301,38 @@ describe("Redis store", () => {
         for (const budget of state.budgets) assert.deepStrictEqual(budget, { spend: 9, reserved: 5 })
         // Four admissions of 10 tokens each, then +2 − 1 + 5.
         assert.strictEqual(state.tokens.current, 46)
+      }).pipe(Effect.provide(layerRedis(redis.url))),
+  )
+
+  it.effect(
+    "settlements of one session in one turn merge too: its spend summed, its last request the latest",
+    () =>
+      Effect.gen(function* () {
+        const store = yield* Store
+        const raw = yield* rawClient
+        const now = 240_000
+        const admission = request("merge-session", now)
+        for (let i = 0; i < 4; i++) assert.strictEqual((yield* store.admit(admission))._tag, "Admitted")
+        const settle = (cost: number, at: number) =>
+          store.settle({
+            tenant: "merge-session",
+            now: at,
+            minute: 4,
+            budgets: admission.budgets,
+            sessionId: "s}{1",
+            reserved: 5,
+            cost,
+            tokenDelta: 0,
+          })
+        const before = yield* commandCalls(raw, ["hset"])
+        yield* Effect.all([settle(4, now + 30), settle(3, now + 10), settle(2, now + 20)], {
+          concurrency: "unbounded",
+        })
+        // One settle's writes: three budgets and the session.
+        assert.strictEqual((yield* commandCalls(raw, ["hset"])) - before, 4)
+        const state = yield* store.tenantState("merge-session", now + 30, admission.budgets)
+        assert.deepStrictEqual(state.sessions, [{ id: "s}{1", spend: 9, reserved: 5, lastMs: now + 30 }])
+        for (const budget of state.budgets) assert.deepStrictEqual(budget, { spend: 9, reserved: 5 })
       }).pipe(Effect.provide(layerRedis(redis.url))),
   )
 
