@@ -230,39 +230,18 @@ type Column = Float64Array | Uint32Array | Uint16Array
  * One chunk being filled: `capacity` rows allocated once (46 bytes each),
  * `size` of them valid, sorted by `ts` unless `sorted` is false (bulk load
  * only). Reused after it has been written out (`clear`), so filling chunks
- * allocates nothing.
+ * allocates nothing. Its columns are the `Rows` ones (this interface), set
+ * by the constructor as views of one buffer in the chunk file's layout.
  */
+export interface Chunk extends Omit<Rows, "size"> {}
 export class Chunk implements Rows {
   size = 0
   /** False after an out-of-order `push`; `sort()` restores it. */
   sorted = true
-  readonly ts: Float64Array
-  readonly cost: Float64Array
-  readonly input: Uint32Array
-  readonly output: Uint32Array
-  readonly cacheRead: Uint32Array
-  readonly cacheWrite: Uint32Array
-  readonly session: Uint32Array
-  readonly key: Uint32Array
-  readonly target: Uint32Array
-  /** HTTP status of each record. */
-  readonly status: Uint16Array
-  /** The columns in their file order, over one buffer. */
-  private readonly buffer: ArrayBuffer
 
   constructor(readonly capacity: number) {
-    this.buffer = new ArrayBuffer(ROW_BYTES * capacity)
-    const rows = viewRows(this.buffer, 0, capacity)
-    this.ts = rows.ts
-    this.cost = rows.cost
-    this.input = rows.input
-    this.output = rows.output
-    this.cacheRead = rows.cacheRead
-    this.cacheWrite = rows.cacheWrite
-    this.session = rows.session
-    this.key = rows.key
-    this.target = rows.target
-    this.status = rows.status
+    const { size: _, ...columns } = viewRows(new ArrayBuffer(ROW_BYTES * capacity), 0, capacity)
+    Object.assign(this, columns)
   }
 
   get full(): boolean {
