@@ -471,6 +471,19 @@ const readStatusKb = (pid, field) => {
   }
 }
 
+/** Resident kB of the process's `[heap]` mapping (glibc's main malloc arena), from smaps; null when unreadable. */
+const mallocHeapKb = (pid) => {
+  try {
+    const smaps = readFileSync(`/proc/${pid}/smaps`, "utf8")
+    const at = smaps.indexOf(" [heap]\n")
+    if (at < 0) return 0
+    const match = /^Rss:\s+(\d+) kB/m.exec(smaps.slice(at))
+    return match === null ? null : Number(match[1])
+  } catch {
+    return null
+  }
+}
+
 const fdCount = (pid) => {
   try {
     return readdirSync(`/proc/${pid}/fd`).length
@@ -819,10 +832,15 @@ const main = async () => {
     }
     const sockets = upstreamSockets(pid, fakePorts)
     const rssKb = readStatusKb(pid, "VmRSS")
+    const mb = (kb) => (kb === null ? null : round(kb / 1024))
     const sample = {
       t_s: round((now - startAt) / 1000, 1),
       phase,
-      rss_mb: rssKb === null ? null : round(rssKb / 1024),
+      rss_mb: mb(rssKb),
+      // Where RSS is: anonymous memory (V8's heap pages, malloc, buffers) and file pages (the node binary).
+      rss_anon_mb: mb(readStatusKb(pid, "RssAnon")),
+      rss_file_mb: mb(readStatusKb(pid, "RssFile")),
+      malloc_heap_mb: mb(mallocHeapKb(pid)),
       heap_used_mb: round((metricSum(metrics, "tollgate_nodejs_heap_size_used_bytes") ?? NaN) / 2 ** 20),
       heap_total_mb: round((metricSum(metrics, "tollgate_nodejs_heap_size_total_bytes") ?? NaN) / 2 ** 20),
       external_mb: round((metricSum(metrics, "tollgate_nodejs_external_memory_bytes") ?? NaN) / 2 ** 20),
@@ -1094,6 +1112,17 @@ const main = async () => {
               label: `fit after warm-up: ${rssSlope.toFixed(2)} MB / 10 min`,
             },
     },
+    "rss-parts.svg": {
+      title: "Where the gateway's RSS is",
+      yLabel: "MB",
+      series: [
+        line("rss_anon_mb", "anonymous (RssAnon)", "#1f77b4"),
+        line("rss_file_mb", "file pages (RssFile)", "#8c564b"),
+        line("heap_total_mb", "V8 heap total", "#2ca02c"),
+        line("external_mb", "external", "#9467bd"),
+        line("malloc_heap_mb", "malloc main arena ([heap])", "#d62728"),
+      ],
+    },
     "heap.svg": {
       title: "Gateway heap",
       yLabel: "MB",
@@ -1140,6 +1169,9 @@ const main = async () => {
     "t_s",
     "phase",
     "rss_mb",
+    "rss_anon_mb",
+    "rss_file_mb",
+    "malloc_heap_mb",
     "heap_used_mb",
     "heap_total_mb",
     "external_mb",
