@@ -6,14 +6,16 @@
 // tracing rows, one OTLP/HTTP sink in this process, bench/lib/collector.mjs, that both send their spans
 // to), then runs the measurements of every
 // row, each in a fresh load-generator process, rotating the row order between measurements, then the paired
-// phase (adjacent plain-proxy / Tollgate runs, the headline ratio), then the open-streams phase
-// (BENCH_STREAMS SSE streams held open at once through each server, its RSS sampled). Before the
+// phase (adjacent runs of the plain proxy and of each of `tollgate` and the Redis row: JSON and SSE
+// throughput, p50/p99 at BENCH_RPS; the headline ratios), then the open-streams phase (BENCH_STREAMS SSE
+// streams held open at once through each server, its RSS sampled; `tollgate` and the Redis row on either
+// side of the plain proxy). Before the
 // open-streams phase, the API-path phase: the OpenAI Responses API through Tollgate and through the plain
 // proxy, and Chat Completions through a translating route (to an Anthropic target) next to the plain proxy
 // and Tollgate's untranslated route, in adjacent runs. Prints a table, then the same results as one JSON
 // line (the last line of stdout).
 // Options (env): BENCH_DURATION_S (5), BENCH_WARMUP_S (1), BENCH_PRIME_S (6), BENCH_CONCURRENCY (64), BENCH_RPS (500),
-// BENCH_ROUNDS (1), BENCH_PAIRS (4), BENCH_PAIR_S (3), BENCH_STREAMS (1000), BENCH_API (anthropic | openai), BENCH_UPSTREAM (fake | stub), BENCH_LIMITS (1 | 0),
+// BENCH_ROUNDS (1), BENCH_PAIRS (4), BENCH_PAIR_S (3), BENCH_LATENCY_PAIR_S (5), BENCH_STREAMS (1000), BENCH_API (anthropic | openai), BENCH_UPSTREAM (fake | stub), BENCH_LIMITS (1 | 0),
 // BENCH_REDIS (1 | 0), BENCH_SHARED (1 | 0: the shared-breakers row, with BENCH_REDIS), BENCH_FALLBACK (1 | 0), BENCH_TRACING (1 | 0), BENCH_RESPONSES (1 | 0), BENCH_TRANSLATED (1 | 0), BENCH_PATH_ROUNDS (2),
 // BENCH_TOLLGATE, BENCH_FAKEPROVIDER and BENCH_REDIS_SERVER
 // (binary paths; default bin/tollgate, bin/fakeprovider, redis-server on PATH). See bench/README.md.
@@ -42,6 +44,7 @@ import {
   holdsStreams,
   kindsOf,
   LABELS,
+  PAIRED_ROWS,
   PATH_GROUPS,
   summarise,
   TARGETS,
@@ -82,9 +85,11 @@ const readOptions = () => ({
   concurrency: Math.round(number("BENCH_CONCURRENCY", 64)),
   rps: number("BENCH_RPS", 500),
   rounds: Math.round(number("BENCH_ROUNDS", 1)),
-  // Rounded up to an even count: the alternating order is balanced only over whole proxy-first/Tollgate-first pairs.
+  // Rounded up to an even count: the alternating order is balanced only over whole rounds in each order.
   pairs: 2 * Math.ceil(Math.round(number("BENCH_PAIRS", 4, { zero: true })) / 2),
   pairS: number("BENCH_PAIR_S", 3),
+  // Longer than a throughput pair's: at 500 req/s, 5 s give 2,500 latencies, the p99 being the 25th-slowest.
+  latencyPairS: number("BENCH_LATENCY_PAIR_S", 5),
   streams: Math.round(number("BENCH_STREAMS", 1000, { zero: true })),
   api: oneOf("BENCH_API", ["anthropic", "openai"]),
   upstream: oneOf("BENCH_UPSTREAM", ["fake", "stub"]),
@@ -392,40 +397,51 @@ const measure = async (servers) => {
   return runs
 }
 
+/** The rows of PAIRED_ROWS this run pairs with the plain proxy (both must have started). */
+const pairedRows = (servers) =>
+  servers.plain_proxy === undefined ? [] : PAIRED_ROWS.filter((target) => servers[target] !== undefined)
+
 /**
- * The headline ratio, Tollgate ÷ plain proxy, from runs next to each other in time: for JSON, then SSE,
- * `pairs` pairs of one plain-proxy run and one Tollgate run (`pairS` seconds each, after the usual
- * warm-up), the order alternating from pair to pair (proxy first, then Tollgate first: P T T P P T …), so
- * a machine that speeds up or slows down during the phase favours neither. The table's rows are seconds to
- * a minute apart; on a machine whose speed moves by more than the gap being measured (this one's moves by
- * up to 1.5× within minutes), only runs this close compare the two servers.
+ * The headline figures, each row of PAIRED_ROWS (`tollgate`, and the Redis row when it runs) against the
+ * plain proxy, from runs next to each other in time: for JSON, then SSE, then latency (open loop at
+ * BENCH_RPS), `pairs` rounds of one run of each server (`pairS` seconds each, `latencyPairS` for latency,
+ * after the usual warm-up), the plain proxy in the middle and the order reversed from round to round
+ * (tollgate, proxy, redis; redis, proxy, tollgate; …; with one row: tollgate, proxy; proxy, tollgate; …):
+ * each row's run is next to a proxy run, each row runs first in half of its pairs, and every server's mean
+ * position is the same, so a machine that speeds up or slows down during the phase favours none. The
+ * table's rows are seconds to a minute apart; on a machine whose speed moves by more than the gap being
+ * measured (this one's moves by up to 1.5× within minutes), only runs this close compare the servers.
  */
 const measurePairs = async (servers) => {
   const runs = []
-  const pair = ["plain_proxy", "tollgate"]
-  if (options.pairs === 0 || pair.some((target) => servers[target] === undefined)) return runs
+  const rows = pairedRows(servers)
+  if (options.pairs === 0 || rows.length === 0) return runs
+  const order = [rows[0], "plain_proxy", ...rows.slice(1)]
   for (const { kind, mode, stream } of KINDS) {
-    if (kind === "latency") continue
+    const durationS = kind === "latency" ? options.latencyPairS : options.pairS
     for (let index = 0; index < options.pairs; index++) {
-      for (const target of index % 2 === 0 ? pair : [...pair].reverse()) {
+      for (const target of index % 2 === 0 ? order : [...order].reverse()) {
         const server = servers[target]
         const req = requestFor({ api: options.api, target, stream, ...options })
-        const spec = { origin: server.url, ...req, mode, ...options, durationS: options.pairS }
+        const spec = { origin: server.url, ...req, mode, ...options, durationS }
         // A load generator that fails is one failed run (the rows measured before it still count).
         const result = await runLoad({
           script: join(here, "load.mjs"),
           spec,
           cpuOf: () => cpuTimeMs(server.pid),
-          timeoutMs: (options.warmupS + options.pairS) * 1000 + 60_000,
+          ...(server.extraPid === undefined ? {} : { extraCpuOf: () => cpuTimeMs(server.extraPid) }),
+          timeoutMs: (options.warmupS + durationS) * 1000 + 60_000,
         }).catch((error) => {
           log(`pair ${index + 1} ${kind} ${LABELS[target]}: ${error.message.split("\n")[0]}`)
           return { completed: 0, rate: 0, cpuMs: null, errors: { "load-generator-failed": 1 }, errorCount: 1 }
         })
         runs.push({ pair: index, target, kind, result })
         const errors = result.errorCount > 0 ? `  ERRORS ${JSON.stringify(result.errors)}` : ""
-        log(
-          `pair ${index + 1}  ${kind.padEnd(7)} ${LABELS[target].padEnd(labelWidth)}  ${result.rate.toFixed(0)}/s${errors}`,
-        )
+        const figure =
+          kind === "latency"
+            ? `p50 ${result.p50Ms?.toFixed(2)} ms  p99 ${result.p99Ms?.toFixed(2)} ms`
+            : `${result.rate.toFixed(0)}/s`
+        log(`pair ${index + 1}  ${kind.padEnd(7)} ${LABELS[target].padEnd(labelWidth)}  ${figure}${errors}`)
       }
     }
   }
@@ -501,16 +517,30 @@ const sampleIdle = (servers) =>
   )
 
 /**
+ * The order of the open-streams phase: `tollgate`, the plain proxy, the Redis row (so each row of
+ * PAIRED_ROWS is measured right next to the proxy, which its RSS is compared with), then the other rows
+ * in table order.
+ */
+const openStreamsOrder = () => {
+  const first = [PAIRED_ROWS[0], "plain_proxy", ...PAIRED_ROWS.slice(1)].filter((target) =>
+    enabled.includes(target),
+  )
+  return [...first, ...enabled.filter((target) => !first.includes(target))]
+}
+
+/**
  * The open-streams phase: for each row that streams (not direct, not the fallback row, whose 529 fake
- * the scenario header would override), `streams` SSE streams opened at once by one client process
- * (bench/hold.mjs); once every stream has delivered its first bytes, the server's RSS is sampled, again
- * HOLD_SAMPLE_MS later, and the streams are closed. The fake upstream holds each stream open
- * (`x-fake-scenario: max-tokens,hang-after:5-tokens`, passed on by both Tollgate and the plain proxy).
+ * the scenario header would override), in openStreamsOrder, `streams` SSE streams opened at once by one
+ * client process (bench/hold.mjs); once every stream has delivered its first bytes, the server's RSS is
+ * sampled, again HOLD_SAMPLE_MS later, and the streams are closed. The fake upstream holds each stream
+ * open (`x-fake-scenario: max-tokens,hang-after:5-tokens`, passed on by both Tollgate and the plain
+ * proxy). Each result has its `position` in the phase (0 first).
  */
 const measureOpenStreams = async (servers) => {
   const results = {}
   if (options.streams === 0) return results
-  for (const target of enabled) {
+  let position = 0
+  for (const target of openStreamsOrder()) {
     const server = servers[target]
     if (server === undefined || !holdsStreams(target)) continue
     await sleep(500)
@@ -546,6 +576,7 @@ const measureOpenStreams = async (servers) => {
     const missing = result.requested - result.open - result.errorCount
     const errors = { ...result.errors, ...(missing > 0 ? { "not-open-in-time": missing } : {}) }
     results[target] = {
+      position: position++,
       streams: result.requested,
       open: result.open,
       openMs: result.openMs ?? null,
@@ -586,6 +617,9 @@ const logCollector = async () => {
 }
 
 const main = async () => {
+  const pairedLabels = PAIRED_ROWS.filter((target) => enabled.includes(target))
+    .map((target) => LABELS[target])
+    .join(" and ")
   const dir = await mkdtemp(join(tmpdir(), "tollgate-bench-"))
   tempDir = dir
   try {
@@ -593,7 +627,8 @@ const main = async () => {
       `bench: ${options.api} API, ${options.primeS} s priming per server, ` +
         `${options.warmupS} s warm-up + ${options.durationS} s per run, ` +
         `concurrency ${options.concurrency}, latency at ${options.rps} req/s, ${options.rounds} round(s), ` +
-        `${options.pairs} proxy/tollgate pair(s) of ${options.pairS} s, ` +
+        `${options.pairs} paired round(s) of the plain proxy with ${pairedLabels}, ` +
+        `${options.pairS} s (latency ${options.latencyPairS} s), ` +
         `rows: ${enabled.map((target) => LABELS[target]).join(", ")}` +
         (pathRows.length === 0
           ? ""
@@ -619,6 +654,9 @@ const main = async () => {
       skipped,
       unavailable,
       pairRuns,
+      pairedRows: pairedRows(servers),
+      rps: options.rps,
+      latencyPairS: options.latencyPairS,
       rssAfterWarmup,
       openStreams,
       pathRows,
@@ -652,9 +690,14 @@ for (const signal of ["SIGINT", "SIGTERM"]) {
   })
 }
 const runsPerRound = enabled.reduce((sum, target) => sum + kindsOf(target).length, 0)
+// The paired phase: per round, one run of the plain proxy and of each paired row, for JSON, SSE and latency.
+const pairedServers = 1 + PAIRED_ROWS.filter((target) => enabled.includes(target)).length
 const expectedMs =
   options.rounds * runsPerRound * (options.warmupS + options.durationS) * 1000 +
-  options.pairs * 4 * (options.warmupS + options.pairS) * 1000 +
+  options.pairs *
+    pairedServers *
+    (2 * (options.warmupS + options.pairS) + options.warmupS + options.latencyPairS) *
+    1000 +
   options.pathRounds * 2 * pathRows.length * (options.warmupS + options.pairS) * 1000 +
   (enabled.length + pathRows.length) * options.primeS * 1500 +
   (options.streams === 0 ? 0 : enabled.filter(holdsStreams).length * 5000)

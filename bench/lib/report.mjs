@@ -63,6 +63,12 @@ export const kindsOf = (target) =>
  */
 export const holdsStreams = (target) => target !== "direct" && target !== "tollgate_fallback"
 
+/**
+ * The rows the paired phase and the open-streams phase put next to the plain proxy, in that order (the
+ * Redis row when it runs): the headline figures of #21.
+ */
+export const PAIRED_ROWS = ["tollgate", "tollgate_limits_redis"]
+
 /** The rows compared with `tollgate` (no limits, no tracing) in the second table. */
 const VARIANTS = [
   "tollgate_limits_memory",
@@ -113,6 +119,9 @@ export const summarise = (
     skipped,
     unavailable,
     pairRuns = [],
+    pairedRows = ["tollgate"],
+    rps = null,
+    latencyPairS = null,
     rssAfterWarmup = {},
     openStreams = {},
     pathRows = [],
@@ -195,7 +204,10 @@ export const summarise = (
   const tollgates = measured.filter((target) => target.startsWith("tollgate"))
   const byTarget = (list, f) => Object.fromEntries(list.map((target) => [target, f(target)]))
   const base = targets.tollgate
-  const paired = summarisePairs(pairRuns)
+  const paired = {
+    ...summarisePairs(pairRuns),
+    byRow: Object.fromEntries(pairedRows.map((row) => [row, summarisePairs(pairRuns, { row })])),
+  }
   errorCount += [...pairRuns, ...pathRuns].reduce(
     (sum, run) => sum + Object.values(run.result.errors ?? {}).reduce((a, n) => a + n, 0),
     0,
@@ -227,6 +239,8 @@ export const summarise = (
         cpuUsPerSse: diff(targets[t].sse?.serverCpuUsPerResponse, base?.sse?.serverCpuUsPerResponse),
       }),
     ),
+    latencyPaired: summariseLatencyPairs(pairRuns, { rows: pairedRows, rps, durationS: latencyPairS }),
+    openStreams: summariseOpenStreams(targets, openStreams),
     addedLatencyMs: byTarget(
       measured.filter((t) => t !== "direct"),
       (t) => ({
@@ -299,10 +313,117 @@ const summarisePaths = (pathRuns, { pathRows, skipped, rssAfterWarmup, rounds })
   return { rounds, targets, ratios }
 }
 
+/** `{ median, min, max, values }` of the numbers in `values`, or null without any. */
+const spread = (values) =>
+  values.length === 0
+    ? null
+    : { median: median(values), min: Math.min(...values), max: Math.max(...values), values }
+
 /**
- * The paired phase (`pairRuns`: `{ pair, target, kind, result }[]`): per kind, the ratio Tollgate ÷ plain
- * proxy of each pair's throughput and of its CPU per response, and their medians and ranges; null for a
- * kind without complete pairs.
+ * The paired phase's latency runs (`kind: "latency"`, open loop at `rps`, `durationS` each): per row of
+ * `rows`, in each pair (`pair`, the round) whose two runs both have percentiles, the row's p50 and p99
+ * minus the plain proxy's (ms), and their `spread`; the medians of each server's own p50 and p99. Null
+ * without latency runs.
+ */
+const summariseLatencyPairs = (pairRuns, { rows, rps, durationS, base = "plain_proxy" }) => {
+  const latency = pairRuns.filter((r) => r.kind === "latency")
+  if (latency.length === 0) return null
+  const own = (target) => {
+    const results = latency.filter((r) => r.target === target).map((r) => r.result)
+    return {
+      p50Ms: median(results.map((r) => r.p50Ms)),
+      p99Ms: median(results.map((r) => r.p99Ms)),
+      achievedRps: median(results.map((r) => r.rate)),
+      runs: results.length,
+    }
+  }
+  const byRow = {}
+  for (const row of rows) {
+    const p50 = []
+    const p99 = []
+    for (const pair of [...new Set(latency.map((r) => r.pair))]) {
+      const of = (target) => latency.find((r) => r.pair === pair && r.target === target)?.result
+      const proxy = of(base)
+      const tollgate = of(row)
+      // A failed run has no percentiles: its pair gives no difference (its failure is in the error count).
+      if (typeof proxy?.p99Ms !== "number" || typeof tollgate?.p99Ms !== "number") continue
+      // To the µs: the latencies are fractions of a ms (performance.now()), their differences float noise.
+      p50.push(Math.round((tollgate.p50Ms - proxy.p50Ms) * 1000) / 1000)
+      p99.push(Math.round((tollgate.p99Ms - proxy.p99Ms) * 1000) / 1000)
+    }
+    const toUs = (d) => (d === null ? null : { ...d, median: Math.round(d.median * 1000) / 1000 })
+    byRow[row] = {
+      ...own(row),
+      pairs: p99.length,
+      deltaP50Ms: toUs(spread(p50)),
+      deltaP99Ms: toUs(spread(p99)),
+    }
+  }
+  const lags = latency.map((r) => r.result.maxSenderLagMs).filter((v) => typeof v === "number")
+  return {
+    rps,
+    durationS,
+    proxy: own(base),
+    rows: byRow,
+    maxSenderLagMs: lags.length === 0 ? null : Math.max(...lags),
+  }
+}
+
+/**
+ * The open-streams phase against the plain proxy: per Tollgate row that held streams, its RSS with the
+ * streams open (`rssMb`, the larger of the two samples), `overIdleMb` (that − its RSS just before),
+ * `kbPerStream`, `overProxy` (÷ the plain proxy's `rssMb` in the same phase) and whether it ran right
+ * before or after the proxy (`adjacentToProxy`); the proxy's own figures; `order`, the phase's order.
+ * Null when the phase did not run.
+ */
+const summariseOpenStreams = (targets, openStreams) => {
+  const held = Object.keys(openStreams)
+    .filter((target) => targets[target]?.memory?.openStreams != null)
+    .sort((a, b) => openStreams[a].position - openStreams[b].position)
+  if (held.length === 0) return null
+  const figures = (target) => {
+    const o = targets[target].memory.openStreams
+    return {
+      streams: o.streams,
+      open: o.open,
+      idleBeforeMb: o.idleBeforeMb,
+      rssMb: o.rssMb,
+      overIdleMb:
+        typeof o.rssMb === "number" && typeof o.idleBeforeMb === "number"
+          ? round1(o.rssMb - o.idleBeforeMb)
+          : null,
+      kbPerStream: o.kbPerStream,
+    }
+  }
+  const proxy = held.includes("plain_proxy") ? figures("plain_proxy") : null
+  const proxyAt = openStreams.plain_proxy?.position
+  const rows = Object.fromEntries(
+    held
+      .filter((target) => target !== "plain_proxy")
+      .map((target) => {
+        const row = figures(target)
+        return [
+          target,
+          {
+            ...row,
+            overProxy:
+              typeof row.rssMb === "number" && typeof proxy?.rssMb === "number" && proxy.rssMb > 0
+                ? Math.round((row.rssMb / proxy.rssMb) * 100) / 100
+                : null,
+            adjacentToProxy: proxyAt !== undefined && Math.abs(openStreams[target].position - proxyAt) === 1,
+          },
+        ]
+      }),
+  )
+  return { streams: openStreams[held[0]].streams, order: held, proxy, rows }
+}
+
+/**
+ * The paired phase (`pairRuns`: `{ pair, target, kind, result }[]`): per kind (JSON, SSE), the ratio
+ * `row` ÷ `base` (default `tollgate` ÷ plain proxy) of each pair's throughput and of its CPU per
+ * response, and their medians and ranges; with `delta`, the median difference of CPU per response; for a
+ * row with a store of its own (the Redis row), the median of the store's CPU per response. Null for a kind
+ * without complete pairs.
  */
 const summarisePairs = (pairRuns, { row = "tollgate", base = "plain_proxy", delta = false } = {}) => {
   const byKind = {}
@@ -310,6 +431,7 @@ const summarisePairs = (pairRuns, { row = "tollgate", base = "plain_proxy", delt
     const throughput = []
     const cpu = []
     const cpuDelta = []
+    const storeCpu = []
     const pairs = [...new Set(pairRuns.filter((r) => r.kind === kind).map((r) => r.pair))]
     for (const pair of pairs) {
       const of = (target) =>
@@ -323,6 +445,8 @@ const summarisePairs = (pairRuns, { row = "tollgate", base = "plain_proxy", delt
       const t = perResponse(tollgate.cpuMs, tollgate)
       if (typeof p === "number" && typeof t === "number" && p > 0) cpu.push(t / p)
       if (typeof p === "number" && typeof t === "number") cpuDelta.push(t - p)
+      const store = perResponse(tollgate.extraCpuMs, tollgate)
+      if (typeof store === "number") storeCpu.push(store)
     }
     byKind[kind] =
       throughput.length === 0
@@ -335,6 +459,7 @@ const summarisePairs = (pairRuns, { row = "tollgate", base = "plain_proxy", delt
             ratios: throughput,
             cpuPerResponseMedian: median(cpu),
             ...(delta ? { cpuUsDeltaMedian: median(cpuDelta) } : {}),
+            ...(storeCpu.length > 0 ? { storeCpuUsPerResponseMedian: median(storeCpu) } : {}),
           }
   }
   return byKind
@@ -431,21 +556,6 @@ export const formatSummary = (summary, options) => {
   const { json, sse } = summary.ratios.tollgateOverPlainProxy
   out.push("")
   out.push(`tollgate ÷ plain proxy throughput:  JSON ${fmt(json, 2)}   SSE ${fmt(sse, 2)}   (the rows above)`)
-  const paired = summary.ratios.paired
-  if (paired?.json != null || paired?.sse != null) {
-    const cell = (p) =>
-      p == null
-        ? "—"
-        : `${fmt(p.median, 2)} (${fmt(p.min, 2)}–${fmt(p.max, 2)}, ${p.pairs} pair${p.pairs === 1 ? "" : "s"})`
-    const cpu = (p) => (p == null ? "—" : fmt(p.cpuPerResponseMedian, 2))
-    out.push(
-      `${"  paired, median (min–max, n):".padEnd(36)}JSON ${cell(paired.json)}   SSE ${cell(paired.sse)}` +
-        "   (adjacent proxy/tollgate runs)",
-    )
-    out.push(
-      `${"  paired, CPU per response ratio:".padEnd(36)}JSON ${cpu(paired.json)}   SSE ${cpu(paired.sse)}`,
-    )
-  }
   const added = summary.addedLatencyMs
   const addedRows = Object.keys(added).sort((a, b) => TARGETS.indexOf(a) - TARGETS.indexOf(b))
   addedRows.forEach((target, i) => {
@@ -484,16 +594,32 @@ export const formatSummary = (summary, options) => {
   }
   const events = summary.targets.direct?.sse?.eventsPerStream
   if (typeof events === "number") out.push(`SSE events per stream (direct): ${events}`)
-  const held = shown.filter((target) => summary.targets[target].memory?.openStreams != null)
-  held.forEach((target, i) => {
-    const o = summary.targets[target].memory.openStreams
-    const prefix = i === 0 ? `RSS with ${options.streams} open streams (MB):` : ""
+  const held = summary.openStreams
+  if (held != null) {
     out.push(
-      `${prefix.padEnd(36)}${LABELS[target]} ${fmt(o.idleBeforeMb)} idle → ${fmt(o.rssAtOpenMb)} at open, ` +
-        `${fmt(o.rssAfterHoldMb)} 1 s later (${fmt(o.kbPerStream, 1)} KB/stream; ${o.open} open in ${fmt(o.openMs)} ms)`,
+      "",
+      `RSS with ${held.streams} open streams (open-streams phase, in this order; RSS: the larger of the two samples; ÷ proxy: RSS ÷ the plain proxy's):`,
+      ...table(
+        ["", "idle MB", "at open", "1 s later", "RSS MB", "RSS − idle", "KB/stream", "÷ proxy", "open in ms"],
+        held.order.map((target) => {
+          const o = summary.targets[target].memory.openStreams
+          return [
+            LABELS[target],
+            fmt(o.idleBeforeMb),
+            fmt(o.rssAtOpenMb),
+            fmt(o.rssAfterHoldMb),
+            fmt(o.rssMb),
+            signed(held.rows[target]?.overIdleMb ?? held.proxy?.overIdleMb, 1),
+            fmt(o.kbPerStream, 1),
+            fmt(held.rows[target]?.overProxy, 2),
+            `${fmt(o.openMs)} (${o.open} open)`,
+          ]
+        }),
+      ),
     )
-  })
+  }
   if (summary.paths !== undefined) out.push("", ...formatPaths(summary.paths, options))
+  out.push(...formatPaired(summary, options))
   out.push("")
   if (summary.valid) {
     out.push("no errors")
@@ -535,6 +661,75 @@ export const formatSummary = (summary, options) => {
       }
     }
   }
+  return out
+}
+
+/**
+ * The headline block: each row of PAIRED_ROWS against the plain proxy, from the paired phase (throughput
+ * and CPU ratios, Δp50 and Δp99) and the open-streams phase (RSS, ÷ the proxy's), then the proxy's own
+ * latency and RSS in the same runs. No lines when neither phase gave a figure.
+ */
+const formatPaired = (summary, options) => {
+  const byRow = summary.ratios.paired?.byRow ?? {}
+  const latency = summary.latencyPaired
+  const held = summary.openStreams
+  const rows = PAIRED_ROWS.filter(
+    (row) =>
+      byRow[row]?.json != null ||
+      byRow[row]?.sse != null ||
+      latency?.rows[row] != null ||
+      held?.rows[row] != null,
+  )
+  if (rows.length === 0) return []
+  const ratio = (p) =>
+    p == null ? "—" : `${fmt(p.median, 2)} (${fmt(p.min, 2)}–${fmt(p.max, 2)}, ${p.pairs})`
+  const delta = (d) =>
+    d == null ? "—" : `${signed(d.median)} (${signed(d.min)}–${signed(d.max)}, ${d.values.length})`
+  const rps = latency?.rps ?? options.rps
+  const out = [
+    "",
+    "paired against the plain proxy (adjacent runs, order alternating; median (min–max, n); Δ = row − proxy, ms):",
+    ...table(
+      [
+        "",
+        "JSON ÷proxy",
+        "SSE ÷proxy",
+        "CPU ÷proxy JSON/SSE",
+        `Δp50 @${rps}`,
+        `Δp99 @${rps}`,
+        `RSS MB ${held?.streams ?? options.streams} SSE (÷proxy)`,
+      ],
+      rows.map((row) => {
+        const p = byRow[row]
+        const l = latency?.rows[row]
+        const m = held?.rows[row]
+        return [
+          LABELS[row],
+          ratio(p?.json),
+          ratio(p?.sse),
+          `${fmt(p?.json?.cpuPerResponseMedian, 2)} / ${fmt(p?.sse?.cpuPerResponseMedian, 2)}`,
+          signed(l?.deltaP50Ms?.median),
+          delta(l?.deltaP99Ms),
+          m == null ? "—" : `${fmt(m.rssMb)} (${fmt(m.overProxy, 2)})`,
+        ]
+      }),
+    ),
+  ]
+  const proxy = [
+    ...(latency == null
+      ? []
+      : [
+          `p50 ${fmt(latency.proxy.p50Ms, 2)} ms, p99 ${fmt(latency.proxy.p99Ms, 2)} ms at ${rps} req/s ` +
+            `(medians of ${latency.proxy.runs} runs of ${latency.durationS} s)`,
+        ]),
+    ...(held?.proxy == null
+      ? []
+      : [
+          `RSS ${fmt(held.proxy.rssMb)} MB with ${held.streams} streams open ` +
+            `(${fmt(held.proxy.idleBeforeMb)} idle, ${fmt(held.proxy.kbPerStream, 1)} KB/stream)`,
+        ]),
+  ]
+  if (proxy.length > 0) out.push(`  plain proxy in the same runs: ${proxy.join("; ")}`)
   return out
 }
 
