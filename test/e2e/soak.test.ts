@@ -175,6 +175,7 @@ describe(`npm run soak (bench/soak.mjs), ${SOAK_MINUTES} minutes at ${SOAK_RATE}
         "heap.svg",
         "open-streams.svg",
         "request-rate.svg",
+        "rss-parts.svg",
         "rss.svg",
         "upstream-sockets.svg",
       ])
