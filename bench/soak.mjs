@@ -734,7 +734,10 @@ const main = async () => {
     name: "tollgate",
     script: tollgateBin,
     args: ["serve", "--config", configPath],
-    nodeArgs: shebangNodeArgs(tollgateBin),
+    nodeArgs: [
+      ...shebangNodeArgs(tollgateBin),
+      ...(process.env.SOAK_GATEWAY_NODE_ARGS ?? "").split(/\s+/).filter(Boolean),
+    ],
     env: { [ADMIN_ENV]: ADMIN_TOKEN, [UPSTREAM_ENV]: "soak-upstream-key" },
     logFile: gatewayLog,
   })
