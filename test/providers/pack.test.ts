@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process"
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { promisify } from "node:util"
@@ -81,6 +81,9 @@ describe("the packed library (npm pack → npm install → the docs' example)", 
     await run("npm", ["install", "--prefer-offline", "--no-audit", "--no-fund", join(dir, filename!)], {
       cwd: app,
     })
+    // `effect` is a peer: one copy, the app's, however far the registry's 4.1.x has moved past ours.
+    expect(existsSync(join(app, "node_modules/effect/package.json"))).toBe(true)
+    expect(existsSync(join(app, "node_modules/tollgate/node_modules/effect"))).toBe(false)
     writeFileSync(join(app, "main.ts"), docExample())
 
     const fake = await startFakeProvider()
