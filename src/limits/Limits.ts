@@ -24,6 +24,7 @@ import {
   type PeriodBudget,
   type Refused,
   type ResponseOwner,
+  type SettleRequest,
   type StoreService,
 } from "./Store.js"
 
@@ -278,16 +279,25 @@ export const make = (
       )
     })
 
-  const settleRequest = (admission: Admission, cost: number, tokens: number) => ({
-    tenant: admission.tenant.name,
-    now: now(),
-    minute: admission.admitted.minute,
-    budgets: admission.budgets,
-    sessionId: admission.via === "store" ? admission.sessionId : undefined,
-    reserved: admission.reserved,
-    cost: admission.via === "store" ? cost : 0,
-    tokenDelta: tokens - admission.tokenCost,
-  })
+  const settleRequest = (admission: Admission, cost: number, tokens: number): SettleRequest => {
+    const store = admission.via === "store"
+    const unreserved = admission.admitted.sessionAtSettle
+    return {
+      tenant: admission.tenant.name,
+      now: now(),
+      minute: admission.admitted.minute,
+      budgets: admission.budgets,
+      sessionId: store ? admission.sessionId : undefined,
+      reserved: admission.reserved,
+      cost: store ? cost : 0,
+      tokenDelta: tokens - admission.tokenCost,
+      // A lease admitted it (ADR 0065): the session is written now.
+      sessionAtSettle:
+        store && unreserved !== undefined && admission.sessionId !== undefined
+          ? { unreserved, maxSessions: maxSessionsNow() }
+          : undefined,
+    }
+  }
 
   const settleFailed = (admission: Admission, message: string) =>
     Effect.logWarning("settle failed; the reservation stays until the end of its period").pipe(
@@ -298,9 +308,12 @@ export const make = (
     Effect.suspend(() => {
       if (admission.settled) return Effect.void
       admission.settled = true
-      return (admission.via === "store" ? store : local)
-        .settle(settleRequest(admission, cost, tokens))
-        .pipe(Effect.catch((error) => settleFailed(admission, error.message)))
+      return (admission.via === "store" ? store : local).settle(settleRequest(admission, cost, tokens)).pipe(
+        Effect.map((evicted) => {
+          if (evicted > 0) telemetry.sessionsEvicted(admission.tenant.name, evicted)
+        }),
+        Effect.catch((error) => settleFailed(admission, error.message)),
+      )
     })
 
   const extend = (admission: Admission, amount: number): Effect.Effect<ExtendResult> =>

@@ -101,6 +101,13 @@ export interface Admitted {
   readonly sessionsEvicted: number
   /** The tenant's settled spend of the month before this request (micro-USD, reservations left out). */
   readonly monthSpend: number
+  /**
+   * Set when a Redis lease admitted a request with a session but no session
+   * budget (ADR 0065): the session was not written, and this much of the
+   * request's reservation (micro-USD) is not in the session's. Settle writes
+   * the session (`SettleRequest.sessionAtSettle`).
+   */
+  readonly sessionAtSettle?: number
 }
 
 /** `budget`: a hard budget had no room (`Refused.budget` names it). */
@@ -131,6 +138,13 @@ export interface SettleRequest {
   readonly cost: number
   /** Reported tokens minus `tokenCost` at admission (may be negative). */
   readonly tokenDelta: number
+  /**
+   * When the admission left the session to settle (`Admitted.sessionAtSettle`):
+   * the part of `reserved` that is not in the session's reservation, and the
+   * most live sessions of the tenant. The session gets the request's cost and
+   * last use, and is started (evicting as an admission would) when it is gone.
+   */
+  readonly sessionAtSettle?: { readonly unreserved: number; readonly maxSessions: number } | undefined
 }
 
 export interface ExtendRequest {
@@ -195,8 +209,12 @@ export const RESPONSE_OWNER_TTL_MS = 30 * 24 * 60 * 60 * 1000
 export interface StoreService {
   /** Checks every rate limit and budget of one request and, only if all admit it, counts it — atomically. */
   readonly admit: (request: AdmitRequest) => Effect.Effect<Admitted | Refused, StoreError>
-  /** Replaces the request's reservation with its real cost and its token estimate with the reported tokens. */
-  readonly settle: (request: SettleRequest) => Effect.Effect<void, StoreError>
+  /**
+   * Replaces the request's reservation with its real cost and its token
+   * estimate with the reported tokens. Answers the sessions evicted to start
+   * the request's session (only with `sessionAtSettle`; else 0).
+   */
+  readonly settle: (request: SettleRequest) => Effect.Effect<number, StoreError>
   /**
    * Adds to an open request's reservation if every hard budget allows it (the
    * stream cutoff): undefined when added, else the budget that refused

@@ -350,7 +350,8 @@ const make = () => {
 
   const service: StoreService = {
     admit: (request) => Effect.sync(() => admit(request)),
-    settle: (request) => Effect.sync(() => settle(request)),
+    // No leases here: a session is always written at admission, so settling never evicts.
+    settle: (request) => Effect.sync(() => (settle(request), 0)),
     extend: (request) => Effect.sync(() => extend(request)),
     rememberResponse: (id, owner, now) => Effect.sync(() => rememberResponse(id, owner, now)),
     responseOwner: (id, now) => Effect.sync(() => responseOwner(id, now)),

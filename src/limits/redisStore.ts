@@ -69,7 +69,9 @@ const SETTLE_NOW = 0
 const SETTLE_RESERVED = 1
 const SETTLE_COST = 2
 const SETTLE_TOKENS = 3
-const SETTLE_FIRST_PX = 7
+const SETTLE_SESSION_UNRESERVE = 7
+const SETTLE_SESSION_MOST = 8
+const SETTLE_FIRST_PX = 9
 
 /** Requests one lease covers (ADR 0063). */
 export const LEASE_REQUESTS = 32
@@ -101,8 +103,8 @@ interface Lease {
 
 /**
  * The requests a lease may cover: same tenant, minute, limits and budget
- * periods and checks, no session (sessions are per request), tokens counted
- * or not alike.
+ * periods and checks, tokens counted or not alike. Their sessions, if any,
+ * have no budget (ADR 0065): each request's session is written when it settles.
  */
 const leaseId = (request: AdmitRequest): string => {
   let id = `${request.tenant}\n${Math.floor(request.now / MINUTE_MS)}\n${request.requestsPerMinute ?? ""}\n${request.tokensPerMinute ?? ""}\n${request.tokenCost > 0}`
@@ -301,14 +303,17 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
       }
       const sum = first.args
       sum[SETTLE_NOW] = Math.max(Number(sum[SETTLE_NOW]), Number(args[SETTLE_NOW]))
-      for (const at of [SETTLE_RESERVED, SETTLE_COST, SETTLE_TOKENS])
+      for (const at of [SETTLE_RESERVED, SETTLE_COST, SETTLE_TOKENS, SETTLE_SESSION_UNRESERVE])
         sum[at] = Number(sum[at]) + Number(args[at])
+      // A session left to settle by either is started when gone (the same tenant: the same most).
+      sum[SETTLE_SESSION_MOST] = Math.max(Number(sum[SETTLE_SESSION_MOST]), Number(args[SETTLE_SESSION_MOST]))
       // The later settlement's expiries (a day's or week's hash lives until its period ends + a margin).
       for (let at = SETTLE_FIRST_PX; at < args.length; at++) sum[at] = args[at]!
       const { resolve: resolveFirst, reject: rejectFirst } = first
+      // The sessions it evicted are counted once, by the first.
       first.resolve = (reply) => {
         resolveFirst(reply)
-        resolve(reply)
+        resolve(0)
       }
       first.reject = (cause) => {
         rejectFirst(cause)
@@ -374,11 +379,18 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
   const admit: StoreService["admit"] = (request) => {
     let id: string | undefined
     let ask = 1
-    if (leaseRequests > 1 && request.session === undefined) {
+    // A lease is used only while the connection is up: once it is lost, admissions ask Redis, fail, and the
+    // limits apply ADR 0006 (503 for hard budgets) instead of admitting what could not be settled.
+    if (leaseRequests > 1 && request.session?.budget === undefined && redis.status === "ready") {
       id = leaseId(request)
       const lease = leases.get(id)
       if (lease !== undefined) {
-        if (takes(lease, request)) return Effect.succeed(lease.admitted)
+        if (takes(lease, request))
+          return Effect.succeed(
+            request.session === undefined
+              ? lease.admitted
+              : { ...lease.admitted, sessionAtSettle: request.reserve },
+          )
         // Spent, or too small for this request: what is left goes back, and this request asks for a new one.
         void release(id, lease)
       }
@@ -478,9 +490,13 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
       request.sessionId ?? "",
       SESSION_TTL_MS,
       SESSION_PX,
+      request.reserved - (request.sessionAtSettle?.unreserved ?? 0),
+      request.sessionAtSettle?.maxSessions ?? 0,
     ]
     for (const budget of budgets) args.push(spendPx(budget, now))
-    return send("settle", () => enqueueSettle(request.tenant, keyList, args)).pipe(Effect.asVoid)
+    return send("settle", () => enqueueSettle(request.tenant, keyList, args)).pipe(
+      Effect.map((reply) => int(reply)),
+    )
   }
 
   const extend: StoreService["extend"] = (request) => {

@@ -2,7 +2,7 @@ import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Context, Effect, Exit, Layer, Scope } from "effect"
 import { Redis } from "ioredis"
 import { LEASE_MARGIN, LEASE_REQUESTS, LEASE_SLACK, layerRedis } from "../../src/limits/redisStore.js"
-import { type AdmitRequest, Store, type StoreService } from "../../src/limits/Store.js"
+import { type Admitted, type AdmitRequest, Store, type StoreService } from "../../src/limits/Store.js"
 import { type RedisHandle, startRedis } from "../support/redis.js"
 import { periodic } from "./store.fixture.js"
 
@@ -102,7 +102,7 @@ describe("Redis store leases", () => {
       }),
   )
 
-  it.live("near a limit, with a session, or in a new minute, an admission asks Redis", () =>
+  it.live("near a limit, with a session budget, or in a new minute, an admission asks Redis", () =>
     Effect.gen(function* () {
       const scope = yield* Scope.make()
       const store = yield* openStore(scope)
@@ -128,8 +128,10 @@ describe("Redis store leases", () => {
       )
       assert.strictEqual((yield* Effect.promise(scriptCalls)) - before, 10)
       assert.strictEqual(yield* Effect.promise(() => reserved("near-budget")), 50)
-      // A session is the request's own: never leased.
-      const session = request("session", { session: { id: "s-1", budget: undefined } })
+      // A session budget is checked against the session's own spend: never leased.
+      const session = request("session", {
+        session: { id: "s-1", budget: { limit: 1_000_000, hard: false } },
+      })
       before = yield* Effect.promise(scriptCalls)
       yield* admitAll(
         store,
@@ -148,6 +150,82 @@ describe("Redis store leases", () => {
       assert.strictEqual(yield* Effect.promise(() => counter("tollgate:{minutes}:rq:5")), 2)
       assert.strictEqual(yield* Effect.promise(() => counter("tollgate:{minutes}:rq:6")), 1)
     }),
+  )
+
+  it.live(
+    "sessions without a budget are leased: each is written when its request settles, started there and evicting beyond the most",
+    () =>
+      Effect.gen(function* () {
+        const scope = yield* Scope.make()
+        const store = yield* openStore(scope)
+        const sessionKey = (tenant: string, id: string) => `tollgate:{${tenant}}:session:${id}`
+        const settleAll = (
+          tenant: string,
+          ids: ReadonlyArray<string>,
+          answers: ReadonlyArray<unknown>,
+          most: number,
+        ) =>
+          Effect.forEach(answers, (answer, i) => {
+            const a = answer as Admitted
+            assert.strictEqual(a._tag, "Admitted")
+            return store.settle({
+              tenant,
+              now: NOW + 1 + i,
+              minute: a.minute,
+              budgets: request(tenant).budgets,
+              sessionId: ids[i],
+              reserved: 5,
+              cost: 3,
+              tokenDelta: 0,
+              sessionAtSettle:
+                a.sessionAtSettle === undefined
+                  ? undefined
+                  : { unreserved: a.sessionAtSettle, maxSessions: most },
+            })
+          })
+
+        const ids = Array.from({ length: 40 }, (_, i) => `s-${i}`)
+        const before = yield* Effect.promise(scriptCalls)
+        const answers = yield* admitAll(
+          store,
+          ids.map((id) => request("sessions", { session: { id, budget: undefined } })),
+        )
+        // As without sessions: a lease of 32, then another for the last 8.
+        assert.strictEqual((yield* Effect.promise(scriptCalls)) - before, 2)
+        // The requests that asked wrote their sessions; the leased ones did not, and say what the session lacks.
+        assert.strictEqual((answers[0] as Admitted).sessionAtSettle, undefined)
+        assert.strictEqual((answers[1] as Admitted).sessionAtSettle, 5)
+        assert.strictEqual(yield* Effect.promise(() => raw.exists(sessionKey("sessions", "s-0"))), 1)
+        assert.strictEqual(yield* Effect.promise(() => raw.exists(sessionKey("sessions", "s-1"))), 0)
+        const evicted = yield* settleAll("sessions", ids, answers, 10_000)
+        assert.deepStrictEqual(
+          evicted,
+          ids.map(() => 0),
+        )
+        // Settled, every session holds its cost, no reservation, and its last use; the index has all 40.
+        for (const [i, id] of ids.entries()) {
+          const [spend, held, last] = yield* Effect.promise(() =>
+            raw.hmget(sessionKey("sessions", id), "spend", "reserved", "last"),
+          )
+          assert.deepStrictEqual([spend, held, last], ["3", "0", String(NOW + 1 + i)], id)
+        }
+        assert.strictEqual(yield* Effect.promise(() => raw.zcard("tollgate:{sessions}:sessions")), 40)
+
+        // At most 3 live sessions: the leased ones start at settle and evict the least recently used.
+        const capped = ["c-0", "c-1", "c-2", "c-3", "c-4"]
+        const cappedAnswers = yield* admitAll(
+          store,
+          capped.map((id) => request("capped", { session: { id, budget: undefined }, maxSessions: 3 })),
+        )
+        const cappedEvicted = yield* settleAll("capped", capped, cappedAnswers, 3)
+        assert.deepStrictEqual(cappedEvicted, [0, 0, 0, 1, 1])
+        assert.deepStrictEqual(
+          yield* Effect.promise(() => raw.zrange("tollgate:{capped}:sessions", "0", "-1")),
+          ["c-2", "c-3", "c-4"],
+        )
+        assert.strictEqual(yield* Effect.promise(() => raw.exists(sessionKey("capped", "c-0"))), 0)
+        yield* Scope.close(scope, Exit.void)
+      }),
   )
 
   it.live(

@@ -44,8 +44,10 @@ const rawClient = Effect.acquireRelease(
 )
 
 /**
- * Counts the writes of this process's sockets to the Redis at `port` (by kind: `write` of one chunk, `writev`
- * of several) until `stop`: what the store sent, as the socket handed it to the OS.
+ * Counts the writes to the Redis at `port` (by kind: `write` of one chunk, `writev` of several) until `stop`
+ * of the sockets that sent a script call (EVALSHA or EVAL) meanwhile: what the store sent, as the socket handed
+ * it to the OS. Other connections are left out: a client of an earlier test that connects in the window (its
+ * ready check, an INFO) is not the store.
  */
 const countWritesTo = (port: number) =>
   Effect.sync(() => {
@@ -54,23 +56,42 @@ const countWritesTo = (port: number) =>
       _writev: (this: Socket, chunks: Array<unknown>, ...args: Array<unknown>) => void
     }
     const { _write: write, _writev: writev } = socket
-    const counts = { writes: 0, writevs: 0, chunks: 0 }
+    const bySocket = new Map<Socket, { writes: number; writevs: number; chunks: number; script: boolean }>()
+    const of = (s: Socket) => {
+      let entry = bySocket.get(s)
+      if (entry === undefined) bySocket.set(s, (entry = { writes: 0, writevs: 0, chunks: 0, script: false }))
+      return entry
+    }
+    const scriptCall = (chunk: unknown) => /^\*\d+\r\n\$(?:7\r\nevalsha|4\r\neval)\r\n/i.test(String(chunk))
     socket._write = function (...args) {
-      if (this.remotePort === port) counts.writes++
+      if (this.remotePort === port) {
+        const entry = of(this)
+        entry.writes++
+        if (scriptCall(args[0])) entry.script = true
+      }
       write.apply(this, args)
     }
     socket._writev = function (chunks, ...args) {
       if (this.remotePort === port) {
-        counts.writevs++
-        counts.chunks += chunks.length
+        const entry = of(this)
+        entry.writevs++
+        entry.chunks += chunks.length
+        if (chunks.some((c) => scriptCall((c as { chunk?: unknown }).chunk ?? c))) entry.script = true
       }
       writev.call(this, chunks, ...args)
     }
+    const counts = { writes: 0, writevs: 0, chunks: 0 }
     return {
       counts,
       stop: () => {
         socket._write = write
         socket._writev = writev
+        for (const entry of bySocket.values()) {
+          if (!entry.script) continue
+          counts.writes += entry.writes
+          counts.writevs += entry.writevs
+          counts.chunks += entry.chunks
+        }
       },
     }
   })
@@ -414,7 +435,7 @@ describe("Redis store", () => {
       assert.strictEqual((yield* store.admit(request("restart", now)))._tag, "Admitted")
       yield* Effect.promise(() => redis.stop())
       for (const operation of [
-        store.admit(request("restart", now)),
+        store.admit(request("restart", now)) as Effect.Effect<unknown, StoreError>,
         store.settle({
           tenant: "restart",
           now,

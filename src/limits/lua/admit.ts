@@ -21,11 +21,12 @@ import { LUA_PRELUDE } from "./prelude.js"
  * then 15 + 3n the lease asked for (k requests; 1: none), 16 + 3n its
  * margin (m) and 17 + 3n its slack (s).
  *
- * A lease (ADR 0063): a request without a session that is admitted, when
+ * A lease (ADR 0063): a request without a session budget that is admitted, when
  * k × m requests, and k × s × m times its tokens and reservation, would
  * still fit under every limit and budget (hard or soft), is counted as k
  * requests with k × s times its tokens and reservation, and the copy admits
  * k − 1 more requests within those without asking; else it is counted once.
+ * (Those write their sessions, if any, when they settle: ADR 0065.)
  *
  * An admitted request that starts a new session (none live under its id)
  * when the index already holds the most live sessions evicts the least
@@ -107,7 +108,7 @@ end
 
 -- k requests counted; s times this request's tokens and reservation (s = k × slack for a lease).
 local k, s = 1, 1
-if leaseAsked > 1 and sid == "" then
+if leaseAsked > 1 and (sid == "" or sLimit < 0) then
   local m = leaseAsked * leaseMargin
   local sm = m * leaseSlack
   local room = not (rpm >= 0 and not fits(rpm, rqCur, rqPrev, m))

@@ -13,11 +13,16 @@ import { LUA_PRELUDE } from "./prelude.js"
  *
  * ARGV: 1 now (epoch ms), 2 reserved (micro-USD), 3 cost (micro-USD),
  * 4 token delta (may be negative), 5 session id ("" none), 6 session lifetime ms,
- * 7 session PEXPIRE ms, 7 + i the PEXPIRE ms of budget i (KEYS[3 + i]).
+ * 7 session PEXPIRE ms, 8 what leaves the session's reservation (micro-USD;
+ * ARGV 2 unless a lease admitted the request), 9 most live sessions of the
+ * tenant when the admission left the session to this settlement (a lease
+ * admitted it, ADR 0065), else 0, 9 + i the PEXPIRE ms of budget i (KEYS[3 + i]).
  *
  * Reservations never go below 0; a session idle for its lifetime at `now`
- * is gone (nothing changes); a token counter that expired is skipped, and a
- * counter never goes below 0. Returns 1.
+ * is gone (nothing changes), unless ARGV 9 is set: then the session starts
+ * here, evicting the tenant's least recently used sessions beyond ARGV 9 as
+ * an admission would; a token counter that expired is skipped, and a counter
+ * never goes below 0. Returns the number of sessions evicted.
  */
 export const SETTLE_BODY = `
 local now = tonumber(ARGV[1])
@@ -31,15 +36,35 @@ for i = 1, #KEYS - 3 do
   local h = redis.call("HMGET", KEYS[3 + i], "spend", "reserved")
   redis.call("HSET", KEYS[3 + i], "spend", fmt(num(h[1]) + cost),
     "reserved", fmt(math.max(0, num(h[2]) - reserved)))
-  redis.call("PEXPIRE", KEYS[3 + i], ARGV[7 + i])
+  redis.call("PEXPIRE", KEYS[3 + i], ARGV[9 + i])
 end
 
+local evicted = 0
 if sid ~= "" then
+  local unreserve = tonumber(ARGV[8])
+  local most = tonumber(ARGV[9])
   local s = redis.call("HMGET", KEYS[1], "spend", "reserved", "last")
-  if s[3] and now - tonumber(s[3]) < ttl then
-    local last = math.max(tonumber(s[3]), now)
-    redis.call("HSET", KEYS[1], "spend", fmt(num(s[1]) + cost),
-      "reserved", fmt(math.max(0, num(s[2]) - reserved)), "last", fmt(last))
+  local live = s[3] and now - tonumber(s[3]) < ttl
+  if live or most > 0 then
+    local sSpend, sReserved, last = 0, 0, now
+    if live then
+      sSpend, sReserved, last = num(s[1]), num(s[2]), math.max(tonumber(s[3]), now)
+    else
+      -- A new session, as the admit script starts one.
+      redis.call("ZREMRANGEBYSCORE", KEYS[2], "-inf", fmt(now - ttl))
+      redis.call("ZREM", KEYS[2], sid)
+      local over = redis.call("ZCARD", KEYS[2]) - most + 1
+      if over > 0 then
+        local base = string.sub(KEYS[1], 1, #KEYS[1] - #sid)
+        local popped = redis.call("ZPOPMIN", KEYS[2], over)
+        for i = 1, #popped, 2 do
+          redis.call("DEL", base .. popped[i])
+          evicted = evicted + 1
+        end
+      end
+    end
+    redis.call("HSET", KEYS[1], "spend", fmt(sSpend + cost),
+      "reserved", fmt(math.max(0, sReserved - unreserve)), "last", fmt(last))
     redis.call("PEXPIRE", KEYS[1], ARGV[7])
     redis.call("ZADD", KEYS[2], fmt(last), sid)
     redis.call("PEXPIRE", KEYS[2], ARGV[7])
@@ -52,7 +77,7 @@ if delta ~= 0 then
     redis.call("SET", KEYS[3], fmt(math.max(0, tonumber(tokens) + delta)), "KEEPTTL")
   end
 end
-return 1
+return evicted
 `
 
 /** The script as one command: the prelude, then the body. */
