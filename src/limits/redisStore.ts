@@ -322,9 +322,14 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
     })
 
   const leaseRequests = options.leaseRequests ?? LEASE_REQUESTS
-  /** Leases by `leaseId`, and the ids whose lease is being asked for (one ask at a time). */
+  /**
+   * Leases by `leaseId`, and the ids whose lease is being asked for (one ask at a time), with the requests
+   * waiting for its answer: when the ask follows a spent lease (far from every limit a moment ago), the
+   * requests of that id that come meanwhile wait for it (one round trip, as long as asking Redis themselves
+   * would take) and take from the new lease; the others ask Redis singly at once.
+   */
   const leases = new Map<string, Lease>()
-  const asking = new Set<string>()
+  const asking = new Map<string, { readonly afterLease: boolean; readonly waiters: Array<() => void> }>()
   /** Gives back what `lease` has left (a failure leaves it counted, as a crash would). */
   const release = (id: string, lease: Lease): Promise<unknown> => {
     if (leases.get(id) === lease) leases.delete(id)
@@ -376,13 +381,18 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
     Effect.promise(() => Promise.all([...leases].map(([id, lease]) => release(id, lease)))),
   )
 
-  const admit: StoreService["admit"] = (request) => {
-    let id: string | undefined
-    let ask = 1
-    // A lease is used only while the connection is up: once it is lost, admissions ask Redis, fail, and the
-    // limits apply ADR 0006 (503 for hard budgets) instead of admitting what could not be settled.
-    if (leaseRequests > 1 && request.session?.budget === undefined && redis.status === "ready") {
-      id = leaseId(request)
+  const admit: StoreService["admit"] = (request) => admitOnce(request, false)
+  /**
+   * Decided when it runs, not when it is built, and uninterruptibly up to the Redis call: an ask is
+   * registered and its cleanup (which wakes its waiters) set up in one step, so no ask is left registered.
+   */
+  const admitOnce = (request: AdmitRequest, waited: boolean): ReturnType<StoreService["admit"]> =>
+    Effect.uninterruptibleMask((restore) => {
+      // A lease is used only while the connection is up: once it is lost, admissions ask Redis, fail, and the
+      // limits apply ADR 0006 (503 for hard budgets) instead of admitting what could not be settled.
+      if (leaseRequests <= 1 || request.session?.budget !== undefined || redis.status !== "ready")
+        return restore(askRedis(request, 1, undefined))
+      const id = leaseId(request)
       const lease = leases.get(id)
       if (lease !== undefined) {
         if (takes(lease, request))
@@ -394,12 +404,36 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
         // Spent, or too small for this request: what is left goes back, and this request asks for a new one.
         void release(id, lease)
       }
-      if (!asking.has(id)) {
-        ask = leaseRequests
-        asking.add(id)
+      const pending = asking.get(id)
+      if (pending === undefined) {
+        const entry = { afterLease: lease !== undefined, waiters: new Array<() => void>() }
+        asking.set(id, entry)
+        return Effect.ensuring(
+          restore(askRedis(request, leaseRequests, id)),
+          Effect.sync(() => {
+            asking.delete(id)
+            for (const wake of entry.waiters) wake()
+          }),
+        )
       }
-    }
-    const asked = ask > 1 ? id : undefined
+      if (pending.afterLease && !waited)
+        return restore(
+          Effect.flatMap(
+            Effect.callback<void>((resume) => {
+              pending.waiters.push(() => resume(Effect.void))
+            }),
+            () => admitOnce(request, true),
+          ),
+        )
+      return restore(askRedis(request, 1, undefined))
+    })
+
+  /** One admission by the admit script, asking for a lease of `ask` requests under `asked` when ask > 1. */
+  const askRedis = (
+    request: AdmitRequest,
+    ask: number,
+    asked: string | undefined,
+  ): ReturnType<StoreService["admit"]> => {
     const { now, tokenCost, budgets } = request
     const k = keys(request.tenant)
     const minute = Math.floor(now / MINUTE_MS)
@@ -469,12 +503,7 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
         return admitted
       }),
     )
-    return asked === undefined
-      ? answered
-      : Effect.ensuring(
-          answered,
-          Effect.sync(() => asking.delete(asked)),
-        )
+    return answered
   }
 
   const settle: StoreService["settle"] = (request) => {

@@ -102,6 +102,32 @@ describe("Redis store leases", () => {
       }),
   )
 
+  it.live(
+    "when a lease is spent, the requests that come while the next one is asked for wait for it instead of asking Redis",
+    () =>
+      Effect.gen(function* () {
+        const scope = yield* Scope.make()
+        const store = yield* openStore(scope)
+        // One lease, spent to the last request.
+        yield* admitAll(
+          store,
+          Array.from({ length: LEASE_REQUESTS }, () => request("waits")),
+        )
+        const before = yield* Effect.promise(scriptCalls)
+        // 20 admissions started in the same turn: the first asks for a lease, the other 19 take from it.
+        const answers = yield* Effect.forEach(
+          Array.from({ length: 20 }, () => store.admit(request("waits"))),
+          (effect) => effect,
+          { concurrency: "unbounded" },
+        )
+        assert.isTrue(answers.every((a) => a._tag === "Admitted"))
+        assert.strictEqual((yield* Effect.promise(scriptCalls)) - before, 1)
+        assert.strictEqual(yield* Effect.promise(() => counter("tollgate:{waits}:rq:5")), 2 * LEASE_REQUESTS)
+        yield* Scope.close(scope, Exit.void)
+        assert.strictEqual(yield* Effect.promise(() => counter("tollgate:{waits}:rq:5")), LEASE_REQUESTS + 20)
+      }),
+  )
+
   it.live("near a limit, with a session budget, or in a new minute, an admission asks Redis", () =>
     Effect.gen(function* () {
       const scope = yield* Scope.make()
