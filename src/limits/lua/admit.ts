@@ -137,20 +137,7 @@ end
 local softSession = 0
 local evicted = 0
 if sid ~= "" then
-  if sNew then
-    -- Expired sessions do not count; an expired entry of this id is replaced.
-    redis.call("ZREMRANGEBYSCORE", KEYS[6], "-inf", fmt(now - ttl))
-    redis.call("ZREM", KEYS[6], sid)
-    local over = redis.call("ZCARD", KEYS[6]) - tonumber(ARGV[13]) + 1
-    if over > 0 then
-      local base = string.sub(KEYS[5], 1, #KEYS[5] - #sid)
-      local popped = redis.call("ZPOPMIN", KEYS[6], over)
-      for i = 1, #popped, 2 do
-        redis.call("DEL", base .. popped[i])
-        evicted = evicted + 1
-      end
-    end
-  end
+  if sNew then evicted = makeRoom(KEYS[6], KEYS[5], sid, now, ttl, tonumber(ARGV[13])) end
   sReserved = sReserved + reserve
   redis.call("HSET", KEYS[5], "spend", fmt(sSpend), "reserved", fmt(sReserved), "last", fmt(sLast))
   redis.call("PEXPIRE", KEYS[5], ARGV[12])

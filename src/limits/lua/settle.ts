@@ -51,17 +51,7 @@ if sid ~= "" then
       sSpend, sReserved, last = num(s[1]), num(s[2]), math.max(tonumber(s[3]), now)
     else
       -- A new session, as the admit script starts one.
-      redis.call("ZREMRANGEBYSCORE", KEYS[2], "-inf", fmt(now - ttl))
-      redis.call("ZREM", KEYS[2], sid)
-      local over = redis.call("ZCARD", KEYS[2]) - most + 1
-      if over > 0 then
-        local base = string.sub(KEYS[1], 1, #KEYS[1] - #sid)
-        local popped = redis.call("ZPOPMIN", KEYS[2], over)
-        for i = 1, #popped, 2 do
-          redis.call("DEL", base .. popped[i])
-          evicted = evicted + 1
-        end
-      end
+      evicted = makeRoom(KEYS[2], KEYS[1], sid, now, ttl, most)
     end
     redis.call("HSET", KEYS[1], "spend", fmt(sSpend + cost),
       "reserved", fmt(math.max(0, sReserved - unreserve)), "last", fmt(last))
