@@ -2,7 +2,7 @@
  * The Redis limit store: every Tollgate copy shares the same counters. One
  * Lua script per operation (`lua/*.ts`, registered once with
  * `defineCommand`), atomic; the admissions and settlements of one
- * event-loop turn go to Redis as one script call (`lua/many.ts`, ADR 0062),
+ * event-loop turn go to Redis as one script call (`redisTurn.ts`, `lua/many.ts`, ADR 0062),
  * one round trip for all of them. Every key of a tenant
  * carries the tenant as its hash tag (`tollgate:{TENANT}:…`), so one
  * tenant's keys share a slot and the scripts also run on Redis Cluster.
