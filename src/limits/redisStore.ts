@@ -237,7 +237,7 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
       // A lease is used only while the connection is up: once it is lost, admissions ask Redis, fail, and the
       // limits apply ADR 0006 (503 for hard budgets) instead of admitting what could not be settled.
       if (leaseRequests <= 1 || request.session?.budget !== undefined || redis.status !== "ready")
-        return restore(askRedis(request, 1, undefined))
+        return restore(askRedis(request, undefined))
       const id = leaseId(request)
       const lease = leases.get(id)
       if (lease !== undefined) {
@@ -255,7 +255,7 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
         const entry = { afterLease: lease !== undefined, waiters: new Array<() => void>() }
         asking.set(id, entry)
         return Effect.ensuring(
-          restore(askRedis(request, leaseRequests, id)),
+          restore(askRedis(request, id)),
           Effect.sync(() => {
             asking.delete(id)
             for (const wake of entry.waiters) wake()
@@ -271,15 +271,12 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
             () => admitOnce(request, true),
           ),
         )
-      return restore(askRedis(request, 1, undefined))
+      return restore(askRedis(request, undefined))
     })
 
-  /** One admission by the admit script, asking for a lease of `ask` requests under `asked` when ask > 1. */
-  const askRedis = (
-    request: AdmitRequest,
-    ask: number,
-    asked: string | undefined,
-  ): ReturnType<StoreService["admit"]> => {
+  /** One admission by the admit script; with `asked` (a `leaseId`), asking for a lease kept under it. */
+  const askRedis = (request: AdmitRequest, asked: string | undefined): ReturnType<StoreService["admit"]> => {
+    const ask = asked === undefined ? 1 : leaseRequests
     const { now, tokenCost, budgets } = request
     const k = keys(request.tenant)
     const minute = Math.floor(now / MINUTE_MS)
