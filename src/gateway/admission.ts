@@ -87,13 +87,12 @@ export const planAdmission = (
     cacheWriteTokens: 0,
   }
   let reserve = 0
-  const routePrices: Array<PriceEntry> = []
-  for (const target of route.targets) {
-    const p = price(target)
-    if (p === undefined) continue
-    routePrices.push(p)
-    reserve = Math.max(reserve, costMicroUsd(estimate, p))
-  }
+  // Sized to the route (`map`), not grown by `push`: a stream holds its plan while it is open.
+  const prices = route.targets.map(price)
+  const routePrices = (
+    prices.includes(undefined) ? prices.filter((p) => p !== undefined) : prices
+  ) as Array<PriceEntry>
+  for (const p of routePrices) reserve = Math.max(reserve, costMicroUsd(estimate, p))
   return {
     tokenCost: inputEstimate + reservedOutput,
     reserve,

@@ -1,7 +1,7 @@
 import { Effect } from "effect"
 import type { ServerResponse } from "node:http"
 import type { AttemptResponse } from "./attempt.js"
-import type { Deadlines, TimeoutKind } from "../reliability/Deadlines.js"
+import type { Deadline, DeadlineHolder, Deadlines, TimeoutKind } from "../reliability/Deadlines.js"
 import type { BodyReader, UpstreamError } from "../providers/transport.js"
 
 /** How a committed relay ended. Client disconnects are not here: they interrupt the request fiber. */
@@ -38,6 +38,9 @@ export interface ChunkTransform {
   end(): Buffer | undefined
 }
 
+/** A deadline's `expire` while a relay holds it (the sweeper calls the holder instead). */
+const expireUnheld = (): void => {}
+
 const endOfTimeout = (kind: TimeoutKind): RelayEnd =>
   kind === "client_write" ? { _tag: "ClientStalled" } : { _tag: "UpstreamFailed", reason: `${kind}_timeout` }
 
@@ -65,138 +68,199 @@ export const relay = (
   holdLast = false,
   transform?: ChunkTransform,
 ): Effect.Effect<RelayEnd> =>
-  Effect.callback<RelayEnd>((resume) => {
-    const { call, deadline } = response
-    let done = false
-    let held: Buffer | undefined
-    const stop = (close: boolean, keepOpen = false): boolean => {
-      if (done) return false
-      done = true
-      if (!keepOpen) deadlines.unregister(deadline)
-      call.detach()
-      res.off("drain", onDrain)
-      if (close) call.close()
-      return true
-    }
-    const finish = (end: RelayEnd, close: boolean) => {
-      if (stop(close)) resume(Effect.succeed(end))
-    }
-    const write = (arrived: Buffer, observed: boolean): boolean => {
-      const reason = observed ? undefined : observe(arrived)
-      let chunk: Buffer | undefined = transform === undefined ? arrived : transform.push(arrived)
-      if (holdLast && chunk !== undefined) {
-        const previous = held
-        held = chunk
-        chunk = previous
-      }
-      const more = chunk === undefined || res.write(chunk)
-      return written(more, reason)
-    }
-    /**
-     * Several chunks that are all here (what queued while nobody read):
-     * observed in order up to the first that asks to stop, then written up
-     * to it with one `write` — the client gets the same bytes as from
-     * `write` one by one, in one HTTP chunk instead of one each (ADR 0038).
-     * Returns how many it took.
-     */
-    const writeMany = (chunks: ReadonlyArray<Buffer>, observed: boolean): number => {
-      let taken = chunks.length
-      let reason: string | undefined
-      if (!observed) {
-        for (let i = 0; i < chunks.length; i++) {
-          reason = observe(chunks[i]!)
-          if (reason !== undefined) {
-            taken = i + 1
-            break
-          }
-        }
-      }
-      let parts = taken === chunks.length ? chunks : chunks.slice(0, taken)
-      if (transform !== undefined) {
-        const out: Array<Buffer> = []
-        for (const part of parts) {
-          const rewritten = transform.push(part)
-          if (rewritten !== undefined) out.push(rewritten)
-        }
-        parts = out
-      }
-      if (holdLast && parts.length > 0) {
-        const last = parts[parts.length - 1]!
-        parts = held === undefined ? parts.slice(0, -1) : [held, ...parts.slice(0, -1)]
-        held = last
-      }
-      const more = parts.length === 0 || res.write(parts.length === 1 ? parts[0]! : Buffer.concat(parts))
-      written(more, reason)
-      return taken
-    }
-    /** After a write: what the observer asked for, or backpressure. False when the relay stopped. */
-    const written = (more: boolean, reason: string | undefined): boolean => {
-      if (reason === PAUSE) {
-        call.pause()
-        // The client's buffer may be full too: the next relay then waits for its drain before reading on.
-        if (!more) deadline.waitingForClientSince = deadlines.now()
-        if (stop(false, true)) {
-          // Timeouts keep running while the caller extends the reservation; the next relay sees them.
-          deadline.expire = (kind) => {
-            deadline.expired = kind
-          }
-          // Interrupted while the caller extends: the attempt's scope closes the paused upstream request.
-          resume(Effect.succeed(PAUSED))
-        }
-        return false
-      }
-      if (reason !== undefined) {
-        finish({ _tag: "UpstreamFailed", reason }, true)
-        return false
-      }
-      if (!more) {
-        call.pause()
-        deadline.waitingForClientSince = deadlines.now()
-      }
-      return true
-    }
-    const complete = (): RelayEnd => {
-      const rest = transform?.end()
-      if (rest !== undefined) {
-        if (!holdLast) res.write(rest)
-        else held = held === undefined ? rest : Buffer.concat([held, rest])
-      }
-      return held === undefined ? COMPLETE : { _tag: "Complete", last: held }
-    }
-    const reader: BodyReader = {
-      onData: (chunk) => {
-        deadline.lastActivity = deadlines.now()
-        write(chunk, false)
-      },
-      onDataMany: (chunks) => {
-        deadline.lastActivity = deadlines.now()
-        return writeMany(chunks, false)
-      },
-      onEnd: () => finish(complete(), false),
-      onError: (error: UpstreamError) =>
-        finish({ _tag: "UpstreamFailed", reason: `connection_failed: ${error.code ?? error.message}` }, true),
-    }
-    const onDrain = () => {
-      deadline.waitingForClientSince = 0
-      deadline.lastActivity = deadlines.now()
-      if (!done) call.resume()
-    }
+  Effect.callback<RelayEnd>((resume) =>
+    new Relay(deadlines, response, res, observe, holdLast, transform, resume).start(),
+  )
 
-    if (deadline.expired !== undefined) return finish(endOfTimeout(deadline.expired), true)
+/**
+ * One relay's state and callbacks: the call's `BodyReader` and the deadline's holder in one object, its
+ * methods on the prototype, so an open stream holds one object here instead of a closure per callback
+ * (issue #21: memory per open stream).
+ */
+class Relay implements BodyReader, DeadlineHolder {
+  private done = false
+  private held: Buffer | undefined = undefined
+  private readonly call: AttemptResponse["call"]
+  private readonly deadline: Deadline
+  /** The response's `drain` listener. */
+  private readonly onDrain = (): void => {
+    const deadline = this.deadline
+    deadline.waitingForClientSince = 0
+    deadline.lastActivity = this.deadlines.now()
+    if (!this.done) this.call.resume()
+  }
+
+  constructor(
+    private readonly deadlines: Deadlines["Service"],
+    private readonly response: AttemptResponse,
+    private readonly res: ServerResponse,
+    private readonly observe: Observer,
+    private readonly holdLast: boolean,
+    private readonly transform: ChunkTransform | undefined,
+    private readonly resume: (effect: Effect.Effect<RelayEnd>) => void,
+  ) {
+    this.call = response.call
+    this.deadline = response.deadline
+  }
+
+  /** Takes over the call and the deadline; returns the canceler. */
+  start(): Effect.Effect<void> | undefined {
+    const { deadline, deadlines, call, res } = this
+    if (deadline.expired !== undefined) {
+      this.finish(endOfTimeout(deadline.expired), true)
+      return undefined
+    }
     deadlines.register(deadline)
-    deadline.expire = (kind) => finish(endOfTimeout(kind), true)
-    deadline.buffered = () => call.queuedBytes + res.writableLength + (held?.length ?? 0)
+    deadline.holder = this
+    // The attempt's expiry (or a paused relay's) is not called while a holder is set: dropped, so the
+    // stream does not keep alive what its closure holds.
+    deadline.expire = expireUnheld
     // The pending chunks were already observed by whoever held them (the attempt's meter, or the caller).
-    const pending = response.pending
-    if (pending.length === 1) write(pending[0]!, true)
-    else if (pending.length > 1) writeMany(pending, true)
+    const pending = this.response.pending
+    if (pending.length === 1) this.write(pending[0]!, true)
+    else if (pending.length > 1) this.writeMany(pending, true)
     pending.length = 0
-    res.on("drain", onDrain)
+    res.on("drain", this.onDrain)
     // What arrived since the attempt (or the last relay) paused, then the end or a failure if they came.
-    call.attach(reader)
+    call.attach(this)
     // Waiting for a drain that already came (while the caller extended the reservation): not waiting any more.
     if (deadline.waitingForClientSince !== 0 && !res.writableNeedDrain) deadline.waitingForClientSince = 0
-    if (!done && deadline.waitingForClientSince === 0) call.resume()
+    if (!this.done && deadline.waitingForClientSince === 0) call.resume()
     // Interruption (the client left, or the drain): stop relaying and abort the upstream request.
-    return Effect.sync(() => void stop(true))
-  })
+    return Effect.sync(() => void this.stop(true))
+  }
+
+  onData(chunk: Buffer): void {
+    this.deadline.lastActivity = this.deadlines.now()
+    this.write(chunk, false)
+  }
+
+  onDataMany(chunks: ReadonlyArray<Buffer>): number {
+    this.deadline.lastActivity = this.deadlines.now()
+    return this.writeMany(chunks, false)
+  }
+
+  onEnd(): void {
+    this.finish(this.complete(), false)
+  }
+
+  onError(error: UpstreamError): void {
+    this.finish({ _tag: "UpstreamFailed", reason: `connection_failed: ${error.code ?? error.message}` }, true)
+  }
+
+  /** The sweeper: a deadline passed. */
+  expire(kind: TimeoutKind): void {
+    this.finish(endOfTimeout(kind), true)
+  }
+
+  /** The bytes Tollgate holds for this response (upstream read buffer, client write buffer, a held chunk). */
+  buffered(): number {
+    return this.call.queuedBytes + this.res.writableLength + (this.held?.length ?? 0)
+  }
+
+  private stop(close: boolean, keepOpen = false): boolean {
+    if (this.done) return false
+    this.done = true
+    if (!keepOpen) this.deadlines.unregister(this.deadline)
+    this.deadline.holder = undefined
+    this.call.detach()
+    this.res.off("drain", this.onDrain)
+    if (close) this.call.close()
+    return true
+  }
+
+  private finish(end: RelayEnd, close: boolean): void {
+    if (this.stop(close)) this.resume(Effect.succeed(end))
+  }
+
+  private write(arrived: Buffer, observed: boolean): boolean {
+    const reason = observed ? undefined : this.observe(arrived)
+    const transform = this.transform
+    let chunk: Buffer | undefined = transform === undefined ? arrived : transform.push(arrived)
+    if (this.holdLast && chunk !== undefined) {
+      const previous = this.held
+      this.held = chunk
+      chunk = previous
+    }
+    const more = chunk === undefined || this.res.write(chunk)
+    return this.written(more, reason)
+  }
+
+  /**
+   * Several chunks that are all here (what queued while nobody read):
+   * observed in order up to the first that asks to stop, then written up
+   * to it with one `write` — the client gets the same bytes as from
+   * `write` one by one, in one HTTP chunk instead of one each (ADR 0038).
+   * Returns how many it took.
+   */
+  private writeMany(chunks: ReadonlyArray<Buffer>, observed: boolean): number {
+    let taken = chunks.length
+    let reason: string | undefined
+    if (!observed) {
+      for (let i = 0; i < chunks.length; i++) {
+        reason = this.observe(chunks[i]!)
+        if (reason !== undefined) {
+          taken = i + 1
+          break
+        }
+      }
+    }
+    let parts = taken === chunks.length ? chunks : chunks.slice(0, taken)
+    const transform = this.transform
+    if (transform !== undefined) {
+      const out: Array<Buffer> = []
+      for (const part of parts) {
+        const rewritten = transform.push(part)
+        if (rewritten !== undefined) out.push(rewritten)
+      }
+      parts = out
+    }
+    if (this.holdLast && parts.length > 0) {
+      const last = parts[parts.length - 1]!
+      const held = this.held
+      parts = held === undefined ? parts.slice(0, -1) : [held, ...parts.slice(0, -1)]
+      this.held = last
+    }
+    const more = parts.length === 0 || this.res.write(parts.length === 1 ? parts[0]! : Buffer.concat(parts))
+    this.written(more, reason)
+    return taken
+  }
+
+  /** After a write: what the observer asked for, or backpressure. False when the relay stopped. */
+  private written(more: boolean, reason: string | undefined): boolean {
+    const deadline = this.deadline
+    if (reason === PAUSE) {
+      this.call.pause()
+      // The client's buffer may be full too: the next relay then waits for its drain before reading on.
+      if (!more) deadline.waitingForClientSince = this.deadlines.now()
+      if (this.stop(false, true)) {
+        // Timeouts keep running while the caller extends the reservation; the next relay sees them.
+        deadline.expire = (kind) => {
+          deadline.expired = kind
+        }
+        // Interrupted while the caller extends: the attempt's scope closes the paused upstream request.
+        this.resume(Effect.succeed(PAUSED))
+      }
+      return false
+    }
+    if (reason !== undefined) {
+      this.finish({ _tag: "UpstreamFailed", reason }, true)
+      return false
+    }
+    if (!more) {
+      this.call.pause()
+      deadline.waitingForClientSince = this.deadlines.now()
+    }
+    return true
+  }
+
+  private complete(): RelayEnd {
+    const rest = this.transform?.end()
+    if (rest !== undefined) {
+      if (!this.holdLast) this.res.write(rest)
+      else this.held = this.held === undefined ? rest : Buffer.concat([this.held, rest])
+    }
+    const held = this.held
+    return held === undefined ? COMPLETE : { _tag: "Complete", last: held }
+  }
+}

@@ -77,19 +77,22 @@ export const budgetsOf = (
   t: number,
   trackOnly = false,
 ): Array<PeriodBudget> => {
+  const own = trackOnly ? undefined : key?.keyBudgets
+  // The usual case, one literal (a stream holds its budgets while it is open; `push` would size the array for 17).
+  if (
+    trackOnly ||
+    (own === undefined && tenant.budgets.day === undefined && tenant.budgets.week === undefined)
+  )
+    return [periodic("month", undefined, trackOnly ? undefined : check(tenant.budgets.month), t)]
   const list: Array<PeriodBudget> = []
-  if (!trackOnly) {
-    const own = key?.keyBudgets
-    if (own !== undefined) {
-      if (own.day !== undefined) list.push(periodic("day", key!.keyId, check(own.day), t))
-      if (own.week !== undefined) list.push(periodic("week", key!.keyId, check(own.week), t))
-      if (own.month !== undefined) list.push(periodic("month", key!.keyId, check(own.month), t))
-    }
-    if (tenant.budgets.day !== undefined) list.push(periodic("day", undefined, check(tenant.budgets.day), t))
-    if (tenant.budgets.week !== undefined)
-      list.push(periodic("week", undefined, check(tenant.budgets.week), t))
+  if (own !== undefined) {
+    if (own.day !== undefined) list.push(periodic("day", key!.keyId, check(own.day), t))
+    if (own.week !== undefined) list.push(periodic("week", key!.keyId, check(own.week), t))
+    if (own.month !== undefined) list.push(periodic("month", key!.keyId, check(own.month), t))
   }
-  list.push(periodic("month", undefined, trackOnly ? undefined : check(tenant.budgets.month), t))
+  if (tenant.budgets.day !== undefined) list.push(periodic("day", undefined, check(tenant.budgets.day), t))
+  if (tenant.budgets.week !== undefined) list.push(periodic("week", undefined, check(tenant.budgets.week), t))
+  list.push(periodic("month", undefined, check(tenant.budgets.month), t))
   return list
 }
 

@@ -131,6 +131,20 @@ const scanMembers = (buf: Uint8Array, key: string): { last: MemberSpan | undefin
 }
 
 /**
+ * `buf` with bytes `start`..`end` replaced by `text` (UTF-8), in a buffer of its own: the body goes to
+ * undici, which holds it until the response ends — a slice of Node's shared allocation pool (64 KiB on
+ * Node 24) would keep the whole pool alive for as long as the stream is open.
+ */
+const splice = (buf: Buffer, start: number, end: number, text: string): Buffer => {
+  const insert = text.length === 0 ? 0 : Buffer.byteLength(text)
+  const out = Buffer.allocUnsafeSlow(buf.length - (end - start) + insert)
+  buf.copy(out, 0, 0, start)
+  if (insert > 0) out.write(text, start, "utf8")
+  buf.copy(out, start + insert, end)
+  return out
+}
+
+/**
  * `buf` with the value of top-level `key` replaced by `json` (already encoded), or the member added first
  * when absent. Duplicate members are collapsed into one: parsers disagree on which of two equal keys wins,
  * and the upstream must see exactly the value Tollgate chose.
@@ -139,13 +153,13 @@ export const setMember = (buf: Buffer, key: string, json: string): Buffer => {
   const { last: span, count } = scanMembers(buf, key)
   if (count > 1) return setMember(removeMember(buf, key), key, json)
   if (span !== undefined) {
-    return Buffer.concat([buf.subarray(0, span.valueStart), Buffer.from(json), buf.subarray(span.valueEnd)])
+    return splice(buf, span.valueStart, span.valueEnd, json)
   }
   const open = skipSpace(buf, 0)
   const afterOpen = skipSpace(buf, open + 1)
   const empty = buf[afterOpen] === CLOSE_BRACE
   const member = `${JSON.stringify(key)}:${json}${empty ? "" : ","}`
-  return Buffer.concat([buf.subarray(0, open + 1), Buffer.from(member), buf.subarray(open + 1)])
+  return splice(buf, open + 1, open + 1, member)
 }
 
 /** `buf` without every top-level member named `key`. */
@@ -161,7 +175,7 @@ export const removeMember = (buf: Buffer, key: string): Buffer => {
       while (j > 0 && isSpace(out[j]!)) j--
       if (out[j] === COMMA) start = j
     }
-    out = Buffer.concat([out.subarray(0, start), out.subarray(end)])
+    out = splice(out, start, end, "")
   }
   return out
 }

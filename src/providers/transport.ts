@@ -48,6 +48,21 @@ export const makePools = Effect.map(
     },
 )
 
+/**
+ * `body`, or a copy of it when it is a slice of a much larger memory block (Node's shared allocation pool,
+ * 64 KiB on Node 24, or a socket read): undici holds the body until the response ends, and a stream open for
+ * minutes would keep the whole block alive (issue #21: memory per open stream).
+ */
+const ownBuffer = (body: Buffer): Buffer => {
+  if (body.buffer.byteLength - body.length <= OWN_BUFFER_SLACK_BYTES) return body
+  const own = Buffer.allocUnsafeSlow(body.length)
+  body.copy(own)
+  return own
+}
+
+/** How many bytes more than the body its memory block may have before the body is copied out of it. */
+const OWN_BUFFER_SLACK_BYTES = 1024
+
 /** Sends `upstream` (a POST) through `dispatcher`; `handler` gets the response. */
 export const dispatchUpstream = (
   dispatcher: Dispatcher,
@@ -60,7 +75,7 @@ export const dispatchUpstream = (
       path: upstream.path,
       method: "POST",
       headers: upstream.headers,
-      body: upstream.body,
+      body: ownBuffer(upstream.body),
     },
     handler,
   )

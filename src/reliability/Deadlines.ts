@@ -21,10 +21,18 @@ export interface Deadline extends Listed {
   waitingForClientSince: number
   /** A deadline that passed while nobody was relaying (the budget cutoff's pause); the next relay ends with it. */
   expired?: TimeoutKind
-  /** While relaying: the bytes Tollgate holds for this response (upstream read buffer + client write buffer). */
-  buffered?: () => number
-  /** Called once, by the sweeper, with the first deadline that passed. The relay replaces it when it takes over. */
+  /** While relaying: the relay, which the sweeper tells instead of `expire` and asks for its buffered bytes. */
+  holder?: DeadlineHolder | undefined
+  /** Called once, by the sweeper, with the first deadline that passed, unless a holder is set. */
   expire: (kind: TimeoutKind) => void
+}
+
+/** What holds a deadline while relaying (one object per stream: methods, not closures). */
+export interface DeadlineHolder {
+  /** Called once, by the sweeper, with the first deadline that passed. */
+  expire(kind: TimeoutKind): void
+  /** The bytes Tollgate holds for this response (upstream read buffer + client write buffer). */
+  buffered(): number
 }
 
 /** How often the sweeper looks at open attempts, ms. Timeouts fire up to this late. */
@@ -72,7 +80,8 @@ export const layer = Layer.effect(
         const kind = overdue(d, now)
         if (kind !== undefined) {
           open.remove(d)
-          d.expire(kind)
+          if (d.holder !== undefined) d.holder.expire(kind)
+          else d.expire(kind)
         }
       }
     })
@@ -87,7 +96,7 @@ export const layer = Layer.effect(
       bufferedBytes: () => {
         let total = 0
         open.forEach((d) => {
-          if (d.buffered !== undefined) total += d.buffered()
+          if (d.holder !== undefined) total += d.holder.buffered()
         })
         return total
       },

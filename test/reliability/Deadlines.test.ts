@@ -50,13 +50,26 @@ describe("Deadlines", () => {
       }).pipe(Effect.provide(layer)),
   )
 
+  it.effect("tells the holder, not the deadline's own expire, while a relay holds it", () =>
+    Effect.gen(function* () {
+      const deadlines = yield* Deadlines
+      const now = deadlines.now()
+      const expired: Array<string> = []
+      const held = deadline(now, now + 1_000, (kind) => expired.push(`own:${kind}`))
+      held.holder = { expire: (kind) => expired.push(`holder:${kind}`), buffered: () => 0 }
+      deadlines.register(held)
+      yield* TestClock.adjust("2 seconds")
+      assert.deepStrictEqual(expired, ["holder:total"])
+    }).pipe(Effect.provide(layer)),
+  )
+
   it.effect("sums the bytes the open relays hold, and forgets unregistered ones", () =>
     Effect.gen(function* () {
       const deadlines = yield* Deadlines
       const now = deadlines.now()
       const ds = [100, 20, 3].map((bytes) => ({
         ...deadline(now, now + 60_000, () => {}),
-        buffered: () => bytes,
+        holder: { expire: () => {}, buffered: () => bytes },
       }))
       for (const d of ds) deadlines.register(d)
       assert.strictEqual(deadlines.bufferedBytes(), 123)
