@@ -183,6 +183,8 @@ const awaitHead = (
       lastActivity: now,
       waitingForClientSince: 0,
       listIndex: -1,
+      // Set by the relay; declared here so adding it later does not give every stream's deadline a property array.
+      holder: undefined,
       expire: (kind) => fail(new AttemptFailed({ reason: kind, detail: timeoutDetail(kind, timeouts) })),
     }
     let meter: StreamMeter | undefined

@@ -189,11 +189,8 @@ export const makePipeline = (deps: PipelineDeps) => {
     }
     const chosen = yield* attempts(progress.tally, request, route, info, progress.translations)
     // Returned to run after this generator has ended: its frame (everything above) is not held for as long as
-    // the response streams.
-    return Effect.map(serve(info, progress, chosen, res), (relayed) => {
-      chosen.hold.report(relayed.outcome)
-      return relayed
-    })
+    // the response streams. (serve reports the relay's outcome to the attempt's breaker.)
+    return serve(info, progress, chosen, res)
   })
 
   /** The plan of a request body, or why it is refused; the body is not held once it returns. */
@@ -432,7 +429,7 @@ export const makePipeline = (deps: PipelineDeps) => {
     }
     return Effect.onExit(Effect.scoped(Effect.flatten(run(info, progress, req, res, takeBody))), (exit) =>
       finish(info, progress, res, exit, interruption).pipe(Effect.catchCause(finishFailed(res))),
-    ).pipe(Effect.ignoreCause)
+    ).pipe(Effect.matchCauseEffect(IGNORED))
   }
 
   /** A new request while draining: 503 with `connection: close`, and its usage record. */
@@ -443,6 +440,12 @@ export const makePipeline = (deps: PipelineDeps) => {
 }
 
 const destroy = (res: ServerResponse): void => void res.destroy()
+
+/**
+ * `Effect.ignoreCause` without its two closures per call (a request holds them for as long as it is open);
+ * one parameter each, or `matchCauseEffect` wraps them in closures of its own.
+ */
+const IGNORED = { onFailure: (_: unknown) => Effect.void, onSuccess: (_: unknown) => Effect.void }
 
 /** Notes the budget that refused a request (402: the store's or the gate's answer), for its record's `budget`. */
 const noteRefusingBudget = (progress: Progress, exit: Exit.Exit<Relayed, GatewayError>): void => {

@@ -38,6 +38,8 @@ export interface ChunkTransform {
   end(): Buffer | undefined
 }
 
+const ignoreResume = (): void => {}
+
 /** A deadline's `expire` while a relay holds it (the sweeper calls the holder instead). */
 const expireUnheld = (): void => {}
 
@@ -68,9 +70,7 @@ export const relay = (
   holdLast = false,
   transform?: ChunkTransform,
 ): Effect.Effect<RelayEnd> =>
-  Effect.callback<RelayEnd>((resume) =>
-    new Relay(deadlines, response, res, observe, holdLast, transform, resume).start(),
-  )
+  Effect.callback<RelayEnd>(new Relay(deadlines, response, res, observe, holdLast, transform).register)
 
 /**
  * One relay's state and callbacks: the call's `BodyReader` and the deadline's holder in one object, its
@@ -82,6 +82,16 @@ class Relay implements BodyReader, DeadlineHolder {
   private held: Buffer | undefined = undefined
   private readonly call: AttemptResponse["call"]
   private readonly deadline: Deadline
+  private resume: (effect: Effect.Effect<RelayEnd>) => void = ignoreResume
+  /** `Effect.callback`'s registration: takes over the call and the deadline; returns the canceler. */
+  readonly register = (
+    resume: (effect: Effect.Effect<RelayEnd>) => void,
+  ): Effect.Effect<void> | undefined => {
+    this.resume = resume
+    return this.start()
+  }
+  /** Interruption (the client left, or the drain): stop relaying and abort the upstream request. */
+  private readonly cancel = Effect.sync(() => void this.stop(true))
   /** The response's `drain` listener. */
   private readonly onDrain = (): void => {
     const deadline = this.deadline
@@ -97,14 +107,12 @@ class Relay implements BodyReader, DeadlineHolder {
     private readonly observe: Observer,
     private readonly holdLast: boolean,
     private readonly transform: ChunkTransform | undefined,
-    private readonly resume: (effect: Effect.Effect<RelayEnd>) => void,
   ) {
     this.call = response.call
     this.deadline = response.deadline
   }
 
-  /** Takes over the call and the deadline; returns the canceler. */
-  start(): Effect.Effect<void> | undefined {
+  private start(): Effect.Effect<void> | undefined {
     const { deadline, deadlines, call, res } = this
     if (deadline.expired !== undefined) {
       this.finish(endOfTimeout(deadline.expired), true)
@@ -126,8 +134,7 @@ class Relay implements BodyReader, DeadlineHolder {
     // Waiting for a drain that already came (while the caller extended the reservation): not waiting any more.
     if (deadline.waitingForClientSince !== 0 && !res.writableNeedDrain) deadline.waitingForClientSince = 0
     if (!this.done && deadline.waitingForClientSince === 0) call.resume()
-    // Interruption (the client left, or the drain): stop relaying and abort the upstream request.
-    return Effect.sync(() => void this.stop(true))
+    return this.cancel
   }
 
   onData(chunk: Buffer): void {

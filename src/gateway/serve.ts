@@ -1,5 +1,5 @@
 import { Effect } from "effect"
-import type { ServerResponse } from "node:http"
+import type { IncomingHttpHeaders, ServerResponse } from "node:http"
 import { streamErrorEvent } from "../domain/errors.js"
 import { includesUsage, releaseBody } from "../domain/request.js"
 import type { Admission, Limits } from "../limits/Limits.js"
@@ -22,6 +22,9 @@ import { makeUsageChunkFilter } from "./usageChunk.js"
 import type { Committed, Progress, RequestInfo } from "./stages.js"
 
 const noObserver: Observer = () => undefined
+
+/** An upstream call's headers once they were relayed (none are read after the commit). */
+const NO_HEADERS: IncomingHttpHeaders = Object.freeze({})
 
 /** The relay was stopped by the budget cutoff (or a store that could not confirm the budget). */
 interface Cutoff {
@@ -80,6 +83,12 @@ const streamCutoff = (
   }
 }
 
+/** The relay's result, reported to the attempt's breaker (its permit is held until now). */
+const reported = (chosen: Chosen, relayed: Relayed): Relayed => {
+  chosen.hold.report(relayed.outcome)
+  return relayed
+}
+
 export interface ServeDeps {
   readonly deadlines: Deadlines["Service"]
   readonly meters: Meter["Service"]
@@ -95,6 +104,7 @@ export interface ServeDeps {
  * arrived), and the result says how the response ends: a failure after the
  * first byte ends an event stream with an error event; a JSON body is cut
  * off (the client sees a truncated response, never a well-formed wrong one).
+ * The outcome is reported to the chosen attempt's breaker before it returns.
  */
 export const makeServe = (deps: ServeDeps) => {
   const { deadlines, limits, telemetry } = deps
@@ -110,7 +120,7 @@ export const makeServe = (deps: ServeDeps) => {
     res: ServerResponse,
   ) {
     const { response, target } = chosen
-    const { status, headers } = response.call
+    const status = response.call.status
     const ok = status >= 200 && status < 300
     const price = deps.price(target)
     const meter = response.meter
@@ -153,7 +163,13 @@ export const makeServe = (deps: ServeDeps) => {
     releaseBody(request)
     progress.translations = undefined
     const translated = response.endpoint !== info.endpoint
-    res.writeHead(status, relayHeaders(info, progress, headers, committedMs, meter !== undefined, translated))
+    const call = response.call
+    res.writeHead(
+      status,
+      relayHeaders(info, progress, call.headers, committedMs, meter !== undefined, translated),
+    )
+    // The upstream's head is in the client's now; a stream open for minutes need not keep it.
+    call.headers = NO_HEADERS
     info.trace?.committed(status)
     if (meter !== undefined) telemetry.streamOpened()
     // A translated response is rewritten into the client's format; a Chat Completions usage chunk the client
@@ -206,13 +222,13 @@ export const makeServe = (deps: ServeDeps) => {
     }
     if (transform !== undefined && "failed" in transform && transform.failed && end._tag === "Complete") {
       // A body that could not be translated (not a valid answer of its format, or too large): cut off.
-      return {
+      return reported(chosen, {
         outcome: "failure",
         incomplete: true,
         error: "untranslatable_response",
         usageEstimated: false,
         end: "destroy",
-      } satisfies Relayed
+      })
     }
     let outcome: Outcome = "success"
     // A slow client or a budget cutoff is nobody's failure upstream.
@@ -233,7 +249,7 @@ export const makeServe = (deps: ServeDeps) => {
       if (meter === undefined || end._tag === "ClientStalled") {
         // A stream the client stopped reading: what streamed may still be charged by the provider (ADR 0029).
         if (meter !== undefined) floorStreamedOutput(meter, progress.request?.maxTokens)
-        return { outcome, incomplete: true, error, usageEstimated: false, end: "destroy" } satisfies Relayed
+        return reported(chosen, { outcome, incomplete: true, error, usageEstimated: false, end: "destroy" })
       }
       floorStreamedOutput(meter, progress.request?.maxTokens)
       if (error === "budget_exceeded") {
@@ -255,20 +271,20 @@ export const makeServe = (deps: ServeDeps) => {
       } else if (meter.inbandError === undefined) {
         res.write(streamErrorEvent(info.endpoint, "api_error", `upstream stream failed: ${error}`))
       }
-      return { outcome, incomplete: true, error, usageEstimated: false, end: "end" } satisfies Relayed
+      return reported(chosen, { outcome, incomplete: true, error, usageEstimated: false, end: "end" })
     }
     let usageEstimated = false
     if (ok && !committed.usage.reported && info.endpoint !== "/v1/messages/count_tokens") {
       usageEstimated = true
       committed.usage.inputTokens = progress.plan!.inputEstimate
     }
-    return {
+    return reported(chosen, {
       outcome,
       incomplete: false,
       error,
       usageEstimated,
       end: "end",
       last: end._tag === "Complete" ? end.last : undefined,
-    } satisfies Relayed
+    })
   })
 }
