@@ -279,6 +279,8 @@ export const make = (
       )
     })
 
+  /** Sessions a deferred settlement evicted (ADR 0066), counted as an admission's are. */
+  const reportEvicted = (tenant: string, count: number): void => telemetry.sessionsEvicted(tenant, count)
   const settleRequest = (admission: Admission, cost: number, tokens: number): SettleRequest => {
     const store = admission.via === "store"
     const unreserved = admission.admitted.sessionAtSettle
@@ -296,6 +298,8 @@ export const make = (
         store && unreserved !== undefined && admission.sessionId !== undefined
           ? { unreserved, maxSessions: maxSessionsNow() }
           : undefined,
+      leased: store && admission.admitted.leased === true,
+      evicted: reportEvicted,
     }
   }
 

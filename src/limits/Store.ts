@@ -108,6 +108,11 @@ export interface Admitted {
    * the session (`SettleRequest.sessionAtSettle`).
    */
   readonly sessionAtSettle?: number
+  /**
+   * Set when a Redis lease admitted the request (ADR 0063): far from every
+   * limit, so its settlement may be sent a moment later (ADR 0066).
+   */
+  readonly leased?: boolean
 }
 
 /** `budget`: a hard budget had no room (`Refused.budget` names it). */
@@ -145,6 +150,13 @@ export interface SettleRequest {
    * last use, and is started (evicting as an admission would) when it is gone.
    */
   readonly sessionAtSettle?: { readonly unreserved: number; readonly maxSessions: number } | undefined
+  /**
+   * A lease admitted it (`Admitted.leased`): a store may send the settlement
+   * a moment later, merged with others (ADR 0066), and answer at once; the
+   * sessions it then evicts are told to `evicted`.
+   */
+  readonly leased?: boolean | undefined
+  readonly evicted?: ((tenant: string, count: number) => void) | undefined
 }
 
 export interface ExtendRequest {

@@ -15,7 +15,7 @@ import { ADMIT_LUA } from "./lua/admit.js"
 import { acquireRedis, passwordsOf, type RedisClientOptions } from "./redisClient.js"
 import { EXTEND_LUA } from "./lua/extend.js"
 import { MANY_ADMIT, MANY_LUA, MANY_RELEASE } from "./lua/many.js"
-import { type Arg, makeTurnCalls, type RedisWithScripts } from "./redisTurn.js"
+import { type Arg, makeTurnCalls, mergeSettle, type RedisWithScripts } from "./redisTurn.js"
 import { SETTLE_LUA } from "./lua/settle.js"
 import { TENANT_STATE_LUA } from "./lua/tenantState.js"
 import type { BudgetName } from "../domain/errors.js"
@@ -35,6 +35,7 @@ import {
   type PeriodBudget,
   type Refused,
   type SessionState,
+  type SettleRequest,
   type StoreService,
 } from "./Store.js"
 
@@ -50,10 +51,25 @@ export const LEASE_MARGIN = 64
 export const LEASE_SLACK = 2
 
 /**
+ * How long the settlements of leased requests wait to be sent, merged (ADR 0066): far from every limit a
+ * request's settle does not wait for Redis, and the settlements of this long go in one script call.
+ */
+export const SETTLE_DEFER_MS = 50
+
+/**
  * What a lease has left (ADR 0063): requests the copy may still admit
  * without asking Redis, with the tokens and reservation Redis already
  * counted for them, in the minute and budget periods of its grant.
  */
+/** Leased requests' settlements of the same keys, waiting to be sent (ADR 0066). */
+interface DeferredSettle {
+  readonly tenant: string
+  readonly keys: ReadonlyArray<Arg>
+  readonly args: Array<Arg>
+  requests: number
+  readonly evicted: SettleRequest["evicted"]
+}
+
 interface Lease {
   readonly tenant: string
   readonly minute: number
@@ -198,22 +214,34 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
     lease.money -= request.reserve
     return true
   }
-  /** Keeps the rest of a grant of `granted` requests as a lease, given back at the end of its minute. */
-  const keep = (id: string, request: AdmitRequest, admitted: Admitted, granted: number): void => {
+  /**
+   * Keeps the rest of a grant of `granted` requests as a lease, given back at the end of its minute; returns
+   * the answer of the requests it admits (`leased`), or undefined when it is not kept.
+   */
+  const keep = (
+    id: string,
+    request: AdmitRequest,
+    granted: Admitted,
+    count: number,
+  ): Admitted | undefined => {
+    const admitted: Admitted = { ...granted, leased: true }
     const lease: Lease = {
       tenant: request.tenant,
       minute: admitted.minute,
       budgets: request.budgets,
       admitted,
-      requests: granted - 1,
-      tokens: (granted * LEASE_SLACK - 1) * request.tokenCost,
-      money: (granted * LEASE_SLACK - 1) * request.reserve,
+      requests: count - 1,
+      tokens: (count * LEASE_SLACK - 1) * request.tokenCost,
+      money: (count * LEASE_SLACK - 1) * request.reserve,
       timer: undefined,
     }
     const old = leases.get(id)
     if (old !== undefined) void release(id, old)
     // The grant's answer is every leased request's: it must say nothing that concerns this request alone.
-    if (admitted.softExceeded.length > 0 || admitted.sessionsEvicted > 0) return void release(id, lease)
+    if (admitted.softExceeded.length > 0 || admitted.sessionsEvicted > 0) {
+      void release(id, lease)
+      return undefined
+    }
     leases.set(id, lease)
     // Its counters are the minute's: what is left goes back 1 s after the minute ends.
     lease.timer = setTimeout(
@@ -221,10 +249,18 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
       (admitted.minute + 1) * MINUTE_MS - request.now + 1_000,
     )
     lease.timer.unref()
+    return admitted
   }
-  // A copy that stops gives back what its leases have left.
+  // A copy that stops sends its deferred settlements and gives back what its leases have left.
   yield* Effect.addFinalizer(() =>
-    Effect.promise(() => Promise.all([...leases].map(([id, lease]) => release(id, lease)))),
+    Effect.andThen(
+      Effect.suspend(() => {
+        if (flushTimer !== undefined) clearTimeout(flushTimer)
+        flushTimer = undefined
+        return flushDeferred
+      }),
+      Effect.promise(() => Promise.all([...leases].map(([id, lease]) => release(id, lease)))),
+    ),
   )
 
   const admit: StoreService["admit"] = (request) => admitOnce(request, false)
@@ -342,7 +378,7 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
           monthSpend: int(reply[7]),
         }
         const granted = int(reply[10 + n])
-        if (asked !== undefined && granted > 1) keep(asked, request, admitted, granted)
+        if (asked !== undefined && granted > 1) return keep(asked, request, admitted, granted) ?? admitted
         return admitted
       }),
     )
@@ -366,10 +402,67 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
       request.sessionAtSettle?.maxSessions ?? 0,
     ]
     for (const budget of budgets) args.push(spendPx(budget, now))
+    if (request.leased === true && redis.status === "ready") {
+      defer(request, keyList, args)
+      return Effect.succeed(0)
+    }
     return send("settle", () => enqueueSettle(request.tenant, keyList, args)).pipe(
       Effect.map((reply) => int(reply)),
     )
   }
+
+  /**
+   * Settlements of leased requests waiting for the next `flushDeferred` (ADR 0066), merged by their keys as
+   * a turn's are: `requests` counts the settlements in one, `evicted` is told the sessions it evicts.
+   */
+  let deferred = new Map<string, DeferredSettle>()
+  /** Real time, not the Clock: a settlement goes out SETTLE_DEFER_MS after it was made, whatever a test's clock does. */
+  let flushTimer: ReturnType<typeof setTimeout> | undefined
+  const defer = (request: SettleRequest, keyList: ReadonlyArray<Arg>, args: Array<Arg>): void => {
+    if (flushTimer === undefined) {
+      flushTimer = setTimeout(() => {
+        flushTimer = undefined
+        runFork(flushDeferred)
+      }, SETTLE_DEFER_MS)
+    }
+    const signature = keyList.join("\n")
+    const merged = deferred.get(signature)
+    if (merged === undefined) {
+      deferred.set(signature, {
+        tenant: request.tenant,
+        keys: keyList,
+        args,
+        requests: 1,
+        evicted: request.evicted,
+      })
+      return
+    }
+    mergeSettle(merged.args, args)
+    merged.requests++
+  }
+  /** Sends the deferred settlements, in one script call; a failure is logged (their reservations stay). */
+  const flushDeferred: Effect.Effect<void> = Effect.suspend(() => {
+    if (deferred.size === 0) return Effect.void
+    const due = deferred
+    deferred = new Map()
+    return Effect.forEach(
+      due.values(),
+      (d) =>
+        send("settle", () => enqueueSettle(d.tenant, d.keys, d.args)).pipe(
+          Effect.map((reply) => {
+            const evicted = int(reply)
+            if (evicted > 0) d.evicted?.(d.tenant, evicted)
+          }),
+          Effect.catch((error) =>
+            Effect.logWarning("settle failed; the reservation stays until the end of its period").pipe(
+              Effect.annotateLogs({ tenant: d.tenant, requests: d.requests, error: error.message }),
+            ),
+          ),
+        ),
+      { concurrency: "unbounded", discard: true },
+    )
+  })
+  const runFork = Effect.runForkWith(yield* Effect.context<never>())
 
   const extend: StoreService["extend"] = (request) => {
     const k = keys(request.tenant)

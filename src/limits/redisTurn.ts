@@ -44,6 +44,21 @@ const SETTLE_SESSION_UNRESERVE = 7
 const SETTLE_SESSION_MOST = 8
 const SETTLE_FIRST_PX = 9
 
+/**
+ * Adds settlement `args` to `sum`, settlement arguments of the same keys: one settle of the summed
+ * reservations, costs and token deltas at the latest `now`, as the settle script would leave them one after
+ * the other (see `enqueueSettle`).
+ */
+export const mergeSettle = (sum: Array<Arg>, args: ReadonlyArray<Arg>): void => {
+  sum[SETTLE_NOW] = Math.max(Number(sum[SETTLE_NOW]), Number(args[SETTLE_NOW]))
+  for (const at of [SETTLE_RESERVED, SETTLE_COST, SETTLE_TOKENS, SETTLE_SESSION_UNRESERVE])
+    sum[at] = Number(sum[at]) + Number(args[at])
+  // A session left to settle by either is started when gone (the same tenant: the same most).
+  sum[SETTLE_SESSION_MOST] = Math.max(Number(sum[SETTLE_SESSION_MOST]), Number(args[SETTLE_SESSION_MOST]))
+  // The later settlement's expiries (a day's or week's hash lives until its period ends + a margin).
+  for (let at = SETTLE_FIRST_PX; at < args.length; at++) sum[at] = args[at]!
+}
+
 /** What the store's calls of a turn go through. */
 export interface TurnCalls {
   /** Holds the connection's writes until the end of this turn (called before each call). */
@@ -162,14 +177,7 @@ export const makeTurnCalls = (redis: RedisWithScripts, cluster: boolean): TurnCa
         group.calls.push(call)
         return
       }
-      const sum = first.args
-      sum[SETTLE_NOW] = Math.max(Number(sum[SETTLE_NOW]), Number(args[SETTLE_NOW]))
-      for (const at of [SETTLE_RESERVED, SETTLE_COST, SETTLE_TOKENS, SETTLE_SESSION_UNRESERVE])
-        sum[at] = Number(sum[at]) + Number(args[at])
-      // A session left to settle by either is started when gone (the same tenant: the same most).
-      sum[SETTLE_SESSION_MOST] = Math.max(Number(sum[SETTLE_SESSION_MOST]), Number(args[SETTLE_SESSION_MOST]))
-      // The later settlement's expiries (a day's or week's hash lives until its period ends + a margin).
-      for (let at = SETTLE_FIRST_PX; at < args.length; at++) sum[at] = args[at]!
+      mergeSettle(first.args, args)
       const { resolve: resolveFirst, reject: rejectFirst } = first
       // The sessions it evicted are counted once, by the first.
       first.resolve = (reply) => {

@@ -255,6 +255,98 @@ describe("Redis store leases", () => {
   )
 
   it.live(
+    "a leased request's settle answers at once; the settlements of SETTLE_DEFER_MS go to Redis merged, in one script call, and closing the store sends what waits",
+    () =>
+      Effect.gen(function* () {
+        const scope = yield* Scope.make()
+        const store = yield* openStore(scope)
+        const answers = (yield* admitAll(
+          store,
+          Array.from({ length: 20 }, () => request("deferred")),
+        )) as ReadonlyArray<Admitted>
+        // The asking request and the 19 its lease admitted are all leased.
+        assert.isTrue(answers.every((a) => a._tag === "Admitted" && a.leased === true))
+        const leaseLeft = (LEASE_REQUESTS * LEASE_SLACK - 20) * 5
+        assert.strictEqual(yield* Effect.promise(() => reserved("deferred")), 20 * 5 + leaseLeft)
+        const evictedTold: Array<number> = []
+        const settle = (a: Admitted, i: number) =>
+          store.settle({
+            tenant: "deferred",
+            now: NOW + i,
+            minute: a.minute,
+            budgets: request("deferred").budgets,
+            sessionId: undefined,
+            reserved: 5,
+            cost: 3,
+            tokenDelta: 2,
+            leased: a.leased,
+            evicted: (_tenant, count) => evictedTold.push(count),
+          })
+        const before = yield* Effect.promise(scriptCalls)
+        const replies = yield* Effect.forEach(answers, settle)
+        assert.deepStrictEqual(
+          replies,
+          answers.map(() => 0),
+        )
+        // Answered before Redis was written: nothing settled yet.
+        assert.strictEqual(yield* Effect.promise(() => spent("deferred")), 0)
+        // Within SETTLE_DEFER_MS (polled, generous bound): all 20 in one script call, the sums exact.
+        const deadline = Date.now() + 5_000
+        while ((yield* Effect.promise(() => spent("deferred"))) !== 20 * 3 && Date.now() < deadline)
+          yield* Effect.sleep("10 millis")
+        assert.strictEqual(yield* Effect.promise(() => spent("deferred")), 20 * 3)
+        assert.strictEqual(yield* Effect.promise(() => reserved("deferred")), leaseLeft)
+        // The lease counted LEASE_SLACK times its requests' tokens; each settlement added its delta.
+        assert.strictEqual(
+          yield* Effect.promise(() => counter("tollgate:{deferred}:tk:5")),
+          LEASE_REQUESTS * LEASE_SLACK * 10 + 20 * 2,
+        )
+        assert.strictEqual((yield* Effect.promise(scriptCalls)) - before, 1)
+        assert.deepStrictEqual(evictedTold, [])
+
+        // Deferred settlements that start sessions beyond the most evict, and say so to `evicted`.
+        const capped = ["c-0", "c-1", "c-2", "c-3", "c-4"]
+        const cappedAnswers = (yield* admitAll(
+          store,
+          capped.map((id) =>
+            request("deferred-capped", { session: { id, budget: undefined }, maxSessions: 3 }),
+          ),
+        )) as ReadonlyArray<Admitted>
+        yield* Effect.forEach(cappedAnswers, (a, i) =>
+          store.settle({
+            tenant: "deferred-capped",
+            now: NOW + i,
+            minute: a.minute,
+            budgets: request("deferred-capped").budgets,
+            sessionId: capped[i],
+            reserved: 5,
+            cost: 3,
+            tokenDelta: 0,
+            sessionAtSettle:
+              a.sessionAtSettle === undefined ? undefined : { unreserved: a.sessionAtSettle, maxSessions: 3 },
+            leased: a.leased,
+            evicted: (_tenant, count) => evictedTold.push(count),
+          }),
+        )
+        const cappedBy = Date.now() + 5_000
+        while (evictedTold.length < 2 && Date.now() < cappedBy) yield* Effect.sleep("10 millis")
+        assert.deepStrictEqual(evictedTold, [1, 1])
+        assert.deepStrictEqual(
+          yield* Effect.promise(() => raw.zrange("tollgate:{deferred-capped}:sessions", "0", "-1")),
+          ["c-2", "c-3", "c-4"],
+        )
+
+        // Settled and closed at once: the store sends the waiting settlements before it gives the lease back.
+        const more = (yield* admitAll(store, [request("deferred")])) as ReadonlyArray<Admitted>
+        yield* settle(more[0]!, 20)
+        yield* Scope.close(scope, Exit.void)
+        assert.strictEqual(yield* Effect.promise(() => spent("deferred")), 21 * 3)
+        assert.strictEqual(yield* Effect.promise(() => reserved("deferred")), 0)
+        assert.strictEqual(yield* Effect.promise(() => counter("tollgate:{deferred}:rq:5")), 21)
+      }),
+  )
+
+  it.live(
     "two copies on one hard budget never reserve past it, and each stops only when less than a lease's worth is left to it",
     () =>
       Effect.gen(function* () {
