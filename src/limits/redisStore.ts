@@ -3,7 +3,10 @@
  * Lua script per operation (`lua/*.ts`, registered once with
  * `defineCommand`), atomic; the admissions and settlements of one
  * event-loop turn go to Redis as one script call (`redisTurn.ts`, `lua/many.ts`, ADR 0062),
- * one round trip for all of them. Every key of a tenant
+ * one round trip for all of them. Far from every limit one admission counts a
+ * lease for several requests (`redisLease.ts`, ADR 0063, 0065), and those
+ * requests' settlements are sent merged a moment later (`redisDeferred.ts`,
+ * ADR 0066). Every key of a tenant
  * carries the tenant as its hash tag (`tollgate:{TENANT}:…`), so one
  * tenant's keys share a slot and the scripts also run on Redis Cluster.
  *
@@ -15,7 +18,9 @@ import { ADMIT_LUA } from "./lua/admit.js"
 import { acquireRedis, passwordsOf, type RedisClientOptions } from "./redisClient.js"
 import { EXTEND_LUA } from "./lua/extend.js"
 import { MANY_ADMIT, MANY_LUA, MANY_RELEASE } from "./lua/many.js"
-import { type Arg, makeTurnCalls, mergeSettle, type RedisWithScripts } from "./redisTurn.js"
+import { makeDeferredSettles } from "./redisDeferred.js"
+import { type Lease, LEASE_MARGIN, LEASE_REQUESTS, LEASE_SLACK, leaseId } from "./redisLease.js"
+import { type Arg, makeTurnCalls, type RedisWithScripts } from "./redisTurn.js"
 import { SETTLE_LUA } from "./lua/settle.js"
 import { TENANT_STATE_LUA } from "./lua/tenantState.js"
 import type { BudgetName } from "../domain/errors.js"
@@ -35,65 +40,10 @@ import {
   type PeriodBudget,
   type Refused,
   type SessionState,
-  type SettleRequest,
   type StoreService,
 } from "./Store.js"
 
-/** Requests one lease covers (ADR 0063). */
-export const LEASE_REQUESTS = 32
-/** A lease is granted only while this many leases would still fit under every limit and budget. */
-export const LEASE_MARGIN = 64
-/**
- * A lease's tokens and reservation: this many times its requests' worth at
- * the granting request's size, so that larger requests than that one still
- * fit in it (the requests count ends a lease first when sizes are alike).
- */
-export const LEASE_SLACK = 2
-
-/**
- * How long the settlements of leased requests wait to be sent, merged (ADR 0066): far from every limit a
- * request's settle does not wait for Redis, and the settlements of this long go in one script call.
- */
-export const SETTLE_DEFER_MS = 50
-
-/**
- * What a lease has left (ADR 0063): requests the copy may still admit
- * without asking Redis, with the tokens and reservation Redis already
- * counted for them, in the minute and budget periods of its grant.
- */
-/** Leased requests' settlements of the same keys, waiting to be sent (ADR 0066). */
-interface DeferredSettle {
-  readonly tenant: string
-  readonly keys: ReadonlyArray<Arg>
-  readonly args: Array<Arg>
-  requests: number
-  readonly evicted: SettleRequest["evicted"]
-}
-
-interface Lease {
-  readonly tenant: string
-  readonly minute: number
-  readonly budgets: ReadonlyArray<PeriodBudget>
-  /** The grant's answer, the answer of every request the lease admits. */
-  readonly admitted: Admitted
-  requests: number
-  tokens: number
-  money: number
-  timer: ReturnType<typeof setTimeout> | undefined
-}
-
-/**
- * The requests a lease may cover: same tenant, minute, limits and budget
- * periods and checks, tokens counted or not alike. Their sessions, if any,
- * have no budget (ADR 0065): each request's session is written when it settles.
- */
-const leaseId = (request: AdmitRequest): string => {
-  let id = `${request.tenant}\n${Math.floor(request.now / MINUTE_MS)}\n${request.requestsPerMinute ?? ""}\n${request.tokensPerMinute ?? ""}\n${request.tokenCost > 0}`
-  for (const b of request.budgets) {
-    id += `\n${b.key ?? ""}\t${b.name}\t${b.period}\t${b.check?.limit ?? ""}\t${b.check?.hard ?? ""}`
-  }
-  return id
-}
+export { LEASE_MARGIN, LEASE_REQUESTS, LEASE_SLACK } from "./redisLease.js"
 
 /** Minute counters live 3 minutes (real time): the current minute is read as "previous" until its end + 1 min. */
 const COUNTER_PX = 3 * MINUTE_MS
@@ -183,6 +133,11 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
       catch: fail(operation),
     })
 
+  /** Leased requests' settlements, sent merged a moment later (ADR 0066). */
+  const deferred = yield* makeDeferredSettles((tenant, keyList, args) =>
+    send("settle", () => enqueueSettle(tenant, keyList, args)),
+  )
+
   const leaseRequests = options.leaseRequests ?? LEASE_REQUESTS
   /**
    * Leases by `leaseId`, and the ids whose lease is being asked for (one ask at a time), with the requests
@@ -254,11 +209,7 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
   // A copy that stops sends its deferred settlements and gives back what its leases have left.
   yield* Effect.addFinalizer(() =>
     Effect.andThen(
-      Effect.suspend(() => {
-        if (flushTimer !== undefined) clearTimeout(flushTimer)
-        flushTimer = undefined
-        return flushDeferred
-      }),
+      deferred.flush,
       Effect.promise(() => Promise.all([...leases].map(([id, lease]) => release(id, lease)))),
     ),
   )
@@ -403,66 +354,13 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
     ]
     for (const budget of budgets) args.push(spendPx(budget, now))
     if (request.leased === true && redis.status === "ready") {
-      defer(request, keyList, args)
+      deferred.defer(request, keyList, args)
       return Effect.succeed(0)
     }
     return send("settle", () => enqueueSettle(request.tenant, keyList, args)).pipe(
       Effect.map((reply) => int(reply)),
     )
   }
-
-  /**
-   * Settlements of leased requests waiting for the next `flushDeferred` (ADR 0066), merged by their keys as
-   * a turn's are: `requests` counts the settlements in one, `evicted` is told the sessions it evicts.
-   */
-  let deferred = new Map<string, DeferredSettle>()
-  /** Real time, not the Clock: a settlement goes out SETTLE_DEFER_MS after it was made, whatever a test's clock does. */
-  let flushTimer: ReturnType<typeof setTimeout> | undefined
-  const defer = (request: SettleRequest, keyList: ReadonlyArray<Arg>, args: Array<Arg>): void => {
-    if (flushTimer === undefined) {
-      flushTimer = setTimeout(() => {
-        flushTimer = undefined
-        runFork(flushDeferred)
-      }, SETTLE_DEFER_MS)
-    }
-    const signature = keyList.join("\n")
-    const merged = deferred.get(signature)
-    if (merged === undefined) {
-      deferred.set(signature, {
-        tenant: request.tenant,
-        keys: keyList,
-        args,
-        requests: 1,
-        evicted: request.evicted,
-      })
-      return
-    }
-    mergeSettle(merged.args, args)
-    merged.requests++
-  }
-  /** Sends the deferred settlements, in one script call; a failure is logged (their reservations stay). */
-  const flushDeferred: Effect.Effect<void> = Effect.suspend(() => {
-    if (deferred.size === 0) return Effect.void
-    const due = deferred
-    deferred = new Map()
-    return Effect.forEach(
-      due.values(),
-      (d) =>
-        send("settle", () => enqueueSettle(d.tenant, d.keys, d.args)).pipe(
-          Effect.map((reply) => {
-            const evicted = int(reply)
-            if (evicted > 0) d.evicted?.(d.tenant, evicted)
-          }),
-          Effect.catch((error) =>
-            Effect.logWarning("settle failed; the reservation stays until the end of its period").pipe(
-              Effect.annotateLogs({ tenant: d.tenant, requests: d.requests, error: error.message }),
-            ),
-          ),
-        ),
-      { concurrency: "unbounded", discard: true },
-    )
-  })
-  const runFork = Effect.runForkWith(yield* Effect.context<never>())
 
   const extend: StoreService["extend"] = (request) => {
     const k = keys(request.tenant)
