@@ -70,6 +70,9 @@ export const relay = (
   holdLast = false,
   transform?: ChunkTransform,
 ): Effect.Effect<RelayEnd> =>
+  // One relay per call, built here rather than when the effect runs (an `Effect.suspend` stays on the
+  // fiber for as long as the stream is open: 140 bytes per stream): run the effect once, where it is made,
+  // as both callers in serve.ts do.
   Effect.callback<RelayEnd>(new Relay(deadlines, response, res, observe, holdLast, transform).register)
 
 /**
