@@ -300,9 +300,17 @@ describe("ProviderClient backpressure and cancellation", () => {
         body: anthropicBody({ stream: true }),
         headers: { "x-fake-scenario": `tokens:${tokens}` },
       })
+      // The fake sends until the socket buffers are full: wait until it stops (however long a loaded machine
+      // takes to fill them, up to 10 s), then it must stay stopped, far short of the whole body.
       yield* Effect.sleep("300 millis")
-      const stalled = lastRequest(fake).bytes_sent
-      yield* Effect.sleep("200 millis")
+      let stalled = lastRequest(fake).bytes_sent
+      for (let waited = 0; waited < 10_000; waited += 200) {
+        yield* Effect.sleep("200 millis")
+        const sent = lastRequest(fake).bytes_sent
+        if (sent === stalled) break
+        stalled = sent
+      }
+      yield* Effect.sleep("300 millis")
       assert.strictEqual(lastRequest(fake).bytes_sent, stalled)
       assert.isBelow(stalled, 12 * 1024 * 1024)
       const body = yield* bytesOf(response.body)
