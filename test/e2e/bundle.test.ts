@@ -1,13 +1,24 @@
 import { execFileSync } from "node:child_process"
-import { readFileSync } from "node:fs"
+import { mkdtempSync, readdirSync, readFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { describe, expect, it } from "vitest"
-import { FAKEPROVIDER, TOLLGATE } from "../support/processes.js"
+import { generateKey, hashKey } from "../../src/keys/keys.js"
+import {
+  FAKEPROVIDER,
+  GATEWAY_UPSTREAM_KEY_ENV,
+  startBinary,
+  startCommand,
+  TOLLGATE,
+  writeGatewayConfig,
+} from "../support/processes.js"
 
 describe("bin/tollgate bundle", () => {
   it("turns off V8's allocation-site pretenuring in its first statement, before any module runs (ADR 0032)", () => {
     const lines = readFileSync(TOLLGATE, "utf8").split("\n")
-    // The young generation's size must be given at the process's start (ADR 0044): the shebang carries it.
-    expect(lines[0]).toBe("#!/usr/bin/env -S node --max-semi-space-size=16")
+    // The young generation's size and the V8 worker threads must be given at the process's start (ADR 0044,
+    // 0067): the shebang carries them.
+    expect(lines[0]).toBe("#!/usr/bin/env -S node --max-semi-space-size=16 --v8-pool-size=2")
     // The banner is the first code in the one-module bundle (after the Node version check): nothing of the
     // program has run before it.
     expect(lines[2]).toMatch(
@@ -60,5 +71,26 @@ describe("bin/tollgate bundle", () => {
     const help = execFileSync(TOLLGATE, ["--help"], { encoding: "utf8" })
     expect(help).toContain("serve")
     expect(readFileSync(FAKEPROVIDER, "utf8").split("\n")[0]).toBe("#!/usr/bin/env node")
+  })
+
+  it("started through its shebang, the gateway runs two V8 worker threads, not Node's four (ADR 0067)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "tollgate-bundle-"))
+    const fake = await startBinary(FAKEPROVIDER, ["--listen", "127.0.0.1:0"])
+    const config = writeGatewayConfig({ dir, upstreamUrl: fake.url, keyHash: hashKey(generateKey()) })
+    const gateway = await startCommand(TOLLGATE, ["serve", "--config", config], {
+      env: { ...process.env, [GATEWAY_UPSTREAM_KEY_ENV]: "sk-bundle" },
+    })
+    try {
+      // `env -S` execs node in the same process: its threads are the gateway's.
+      const pid = gateway.child.pid!
+      const names = readdirSync(`/proc/${pid}/task`).map((task) =>
+        readFileSync(`/proc/${pid}/task/${task}/comm`, "utf8").trim(),
+      )
+      expect(names.filter((name) => name === "V8Worker")).toHaveLength(2)
+      expect(readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")).toContain("--v8-pool-size=2")
+    } finally {
+      await gateway.stop()
+      await fake.stop()
+    }
   })
 })

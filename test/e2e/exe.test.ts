@@ -127,7 +127,7 @@ describe("dist/tollgate, the single executable, on a PATH with no node", () => {
     expect(source).not.toMatch(/require\.resolve\(/)
   })
 
-  it("carries the gateway's V8 options in its SEA config (ADR 0032, 0044)", () => {
+  it("carries the gateway's V8 options in its SEA config (ADR 0032, 0044, 0067)", () => {
     const config = JSON.parse(readFileSync(join(ROOT, "dist/exe/sea-config.json"), "utf8")) as Record<
       string,
       unknown
@@ -135,7 +135,7 @@ describe("dist/tollgate, the single executable, on a PATH with no node", () => {
     expect(config).toMatchObject({
       useCodeCache: true,
       disableExperimentalSEAWarning: true,
-      execArgv: ["--max-semi-space-size=16", "--no-allocation-site-pretenuring"],
+      execArgv: ["--max-semi-space-size=16", "--v8-pool-size=2", "--no-allocation-site-pretenuring"],
     })
   })
 
