@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process"
-import { mkdtempSync, readdirSync, readFileSync } from "node:fs"
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { describe, expect, it } from "vitest"
@@ -91,6 +91,7 @@ describe("bin/tollgate bundle", () => {
     } finally {
       await gateway.stop()
       await fake.stop()
+      rmSync(dir, { recursive: true, force: true })
     }
   })
 })
