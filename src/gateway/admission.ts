@@ -88,7 +88,7 @@ export const planAdmission = (
   }
   let reserve = 0
   // Sized to the route (`map`), not grown by `push`: a stream holds its plan while it is open.
-  const prices = route.targets.map((target) => price(target))
+  const prices = route.targets.map(price)
   const routePrices = (
     prices.includes(undefined) ? prices.filter((p) => p !== undefined) : prices
   ) as Array<PriceEntry>

@@ -29,9 +29,9 @@ export interface DeferredSettles {
   readonly flush: Effect.Effect<void>
 }
 
-/** `send` queues one settle script call (its reply: the sessions it evicted). */
+/** `send` queues one settle script call and answers the sessions it evicted. */
 export const makeDeferredSettles = (
-  send: (tenant: string, keys: ReadonlyArray<Arg>, args: Array<Arg>) => Effect.Effect<unknown, StoreError>,
+  send: (tenant: string, keys: ReadonlyArray<Arg>, args: Array<Arg>) => Effect.Effect<number, StoreError>,
 ): Effect.Effect<DeferredSettles> =>
   Effect.gen(function* () {
     const runFork = Effect.runForkWith(yield* Effect.context<never>())
@@ -48,8 +48,7 @@ export const makeDeferredSettles = (
         due.values(),
         (w) =>
           send(w.tenant, w.keys, w.args).pipe(
-            Effect.map((reply) => {
-              const evicted = Number(reply ?? 0)
+            Effect.map((evicted) => {
               if (evicted > 0) w.evicted?.(w.tenant, evicted)
             }),
             Effect.catch((error) =>

@@ -133,10 +133,11 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
       catch: fail(operation),
     })
 
+  /** One settle script call of the turn; its reply: the sessions it evicted. */
+  const sendSettle = (tenant: string, keyList: ReadonlyArray<Arg>, args: Array<Arg>) =>
+    send("settle", () => enqueueSettle(tenant, keyList, args)).pipe(Effect.map(int))
   /** Leased requests' settlements, sent merged a moment later (ADR 0066). */
-  const deferred = yield* makeDeferredSettles((tenant, keyList, args) =>
-    send("settle", () => enqueueSettle(tenant, keyList, args)),
-  )
+  const deferred = yield* makeDeferredSettles(sendSettle)
 
   const leaseRequests = options.leaseRequests ?? LEASE_REQUESTS
   /**
@@ -357,9 +358,7 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
       deferred.defer(request, keyList, args)
       return Effect.succeed(0)
     }
-    return send("settle", () => enqueueSettle(request.tenant, keyList, args)).pipe(
-      Effect.map((reply) => int(reply)),
-    )
+    return sendSettle(request.tenant, keyList, args)
   }
 
   const extend: StoreService["extend"] = (request) => {
