@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process"
-import { mkdtempSync, openSync, writeFileSync } from "node:fs"
+import { existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import type { TestProject } from "vitest/node"
@@ -47,10 +47,10 @@ const runsSoak = (argv: ReadonlyArray<string>): boolean => {
  * whole suite (vitest runs test files one at a time on two cores), instead of adding its minutes at the end;
  * test/e2e/soak.test.ts, run last, reads its result.
  */
-export default function setup(project: TestProject): () => void {
+export default function setup(project: TestProject): () => Promise<void> {
   if (!process.argv.includes("run") || !runsSoak(process.argv)) {
     project.provide("soakBackground", null)
-    return () => {}
+    return async () => {}
   }
   const out = mkdtempSync(join(tmpdir(), "tollgate-soak-ci-"))
   const soak: BackgroundSoak = {
@@ -63,9 +63,21 @@ export default function setup(project: TestProject): () => void {
     cwd: ROOT,
     stdio: ["ignore", openSync(soak.stdoutFile, "w"), openSync(soak.stderrFile, "w")],
   })
-  child.on("exit", (code, signal) => writeFileSync(soak.exitFile, JSON.stringify({ code, signal })))
+  const exited = new Promise<void>((resolve) =>
+    child.on("exit", (code, signal) => {
+      writeFileSync(soak.exitFile, JSON.stringify({ code, signal }))
+      resolve()
+    }),
+  )
   project.provide("soakBackground", soak)
-  return () => {
+  // Teardown: stop a soak still running, then remove its output when it passed (a failed one is kept to read).
+  return async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM")
+    await exited
+    const exit = existsSync(soak.exitFile)
+      ? (JSON.parse(readFileSync(soak.exitFile, "utf8")) as { code: number | null })
+      : { code: null }
+    if (exit.code === 0) rmSync(out, { recursive: true, force: true })
+    else process.stderr.write(`the background soak exited ${exit.code}; its output stays in ${out}\n`)
   }
 }
