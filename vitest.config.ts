@@ -21,6 +21,8 @@ export default defineConfig({
     pool: "forks",
     reporters: ["default"],
     globalSetup: ["test/support/soakBackground.ts"],
+    // Removes the temp directories test/support/tempDirs.ts made, after each test file.
+    setupFiles: ["test/support/removeTempDirs.ts"],
     sequence: { sequencer: SoakLast },
   },
 })

@@ -1,6 +1,6 @@
 import { Effect } from "effect"
 import fc from "fast-check"
-import { appendFileSync, mkdtempSync, readdirSync } from "node:fs"
+import { appendFileSync, readdirSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { describe, expect, it } from "vitest"
@@ -11,6 +11,7 @@ import { GROUP_BY, type GroupBy, type UsageQuery } from "../../src/admin/query.j
 import { make } from "../../src/admin/UsageIndex.js"
 import type { UsageRecord } from "../../src/meter/record.js"
 import { groupRecords, sumRecords, usageRecord, writeUsageFile } from "./fixtures.js"
+import { tempDir } from "../support/tempDirs.js"
 
 /** The usage index alone: columns, out-of-order records, range bounds, grouping, loading. */
 
@@ -36,7 +37,7 @@ const query = (records: ReadonlyArray<UsageRecord>, q: Partial<UsageQuery>, bulk
   return Effect.runSync(index.query(fullQuery(q)))
 }
 
-const dir = mkdtempSync(join(tmpdir(), "tollgate-index-"))
+const dir = tempDir("tollgate-index-")
 
 /** `use` with rows whose full chunks (of `rowsPerChunk`) go to a real chunk file in `dir`, closed after. */
 const withChunkFile = <A>(rowsPerChunk: number, use: (rows: ChunkedRows) => Promise<A>): Promise<A> =>
@@ -177,7 +178,7 @@ describe("UsageIndex", () => {
   })
 
   it("loads a file written out of ts order sorted, skipping a torn last line and blank lines", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "tollgate-index-"))
+    const dir = tempDir("tollgate-index-")
     const file = join(dir, "usage.jsonl")
     const records = [30, 10, 20, 0].map((o) => usageRecord({ ts: iso(BASE + o), cost_micro_usd: o + 1 }))
     writeUsageFile(file, records)

@@ -2,9 +2,8 @@ import Anthropic from "@anthropic-ai/sdk"
 import { assert, describe as effectDescribe, it as effectIt } from "@effect/vitest"
 import { Effect } from "effect"
 import { TestClock } from "effect/testing"
-import { mkdtempSync, writeFileSync } from "node:fs"
+import { writeFileSync } from "node:fs"
 import { createServer, type Server } from "node:http"
-import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
 import { startFakeProvider } from "../../fakeprovider/server.js"
@@ -14,6 +13,7 @@ import { Store } from "../../src/limits/Store.js"
 import { startCopy } from "../support/copies.js"
 import { startHarness, UPSTREAM_KEY_ENV, type Harness } from "../support/harness.js"
 import { generateKey, hashKey } from "../../src/keys/keys.js"
+import { tempDir } from "../support/tempDirs.js"
 
 /** Claude on Vertex AI through Tollgate, against the fake provider's Vertex endpoints. */
 
@@ -185,7 +185,7 @@ effectDescribe("Application Default Credentials, offline", () => {
         Effect.promise(() => startFakeProvider()),
         (f) => Effect.promise(f.close),
       )
-      const dir = mkdtempSync(join(tmpdir(), "tollgate-adc-"))
+      const dir = tempDir("tollgate-adc-")
       // google-auth-library 10 sends service-account token requests to a fixed Google URL (it ignores the key
       // file's token_uri), so the offline test uses the other ADC file type whose token endpoint comes from
       // the file: an external account (workload identity federation) exchanging a subject token.

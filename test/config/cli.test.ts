@@ -1,5 +1,4 @@
-import { mkdtempSync, writeFileSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
@@ -11,6 +10,7 @@ import * as Help from "../../src/cli/help.js"
 import { keysCommand } from "../../src/cli/keysCommand.js"
 import { defaultConfigPath, resolveConfigPath } from "../../src/cli/options.js"
 import { hashKey } from "../../src/keys/keys.js"
+import { tempDir } from "../support/tempDirs.js"
 
 const run = <Name extends string, Input, ContextInput, E>(
   command: Command.Command<Name, Input, ContextInput, E>,
@@ -27,7 +27,7 @@ const printed = Effect.all({
 })
 
 const writeConfig = (text: string) => {
-  const dir = mkdtempSync(join(tmpdir(), "tollgate-cli-"))
+  const dir = tempDir("tollgate-cli-")
   writeFileSync(join(dir, "pricing.yaml"), "prices: []\n")
   writeFileSync(join(dir, "tollgate.yaml"), `pricing: { file: pricing.yaml }\n${text}`)
   return join(dir, "tollgate.yaml")
@@ -88,7 +88,7 @@ describe("tollgate config validate --config other/dir/tollgate.yaml", () => {
     "reads the price table beside that config when pricing.file is absent, and warns of an unpriced target",
     () =>
       Effect.gen(function* () {
-        const dir = mkdtempSync(join(tmpdir(), "tollgate-cli-beside-"))
+        const dir = tempDir("tollgate-cli-beside-")
         writeFileSync(join(dir, "pricing.yaml"), "prices:\n  - { model: priced, input: 1, output: 2 }\n")
         writeFileSync(
           join(dir, "tollgate.yaml"),

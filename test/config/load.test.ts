@@ -1,11 +1,11 @@
-import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { mkdirSync, writeFileSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Layer, Logger, Result } from "effect"
 import { Config, makeTestConfig } from "../../src/config/Config.js"
 import { decodeConfig, loadConfig } from "../../src/config/load.js"
 import { HASH_A } from "./fixtures.js"
+import { tempDir } from "../support/tempDirs.js"
 
 const PRICING = "prices:\n  - { model: claude-sonnet-5-5, input: 3, output: 10 }\n"
 
@@ -25,7 +25,7 @@ tenants:
 
 /** A fresh folder holding `etc/tollgate.yaml` (with `extra` prepended) and `etc/pricing.yaml`. */
 const setup = (extra: string, files: Record<string, string> = { "etc/pricing.yaml": PRICING }) => {
-  const dir = mkdtempSync(join(tmpdir(), "tollgate-config-"))
+  const dir = tempDir("tollgate-config-")
   mkdirSync(join(dir, "etc"), { recursive: true })
   writeFileSync(join(dir, "etc/tollgate.yaml"), extra + CONFIG)
   for (const [name, text] of Object.entries(files)) {

@@ -17,9 +17,8 @@ import {
   type Running,
 } from "../support/processes.js"
 import { generateKey, hashKey } from "../../src/keys/keys.js"
-import { mkdtempSync } from "node:fs"
 import { startRedis } from "../support/redis.js"
-import { tmpdir } from "node:os"
+import { tempDir } from "../support/tempDirs.js"
 
 /**
  * The web console (`/admin/ui`) in Debian's Chromium, against the built
@@ -54,7 +53,7 @@ describe.each(["memory", "redis"] as const)("the console on the %s store", (stor
   beforeAll(async () => {
     storeName = store
     browser = await launchChromium()
-    const dir = mkdtempSync(join(tmpdir(), "tollgate-console-"))
+    const dir = tempDir("tollgate-console-")
     key = generateKey()
     const fake = await startBinary(FAKEPROVIDER, ["--listen", "127.0.0.1:0"])
     started.push(fake)

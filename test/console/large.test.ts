@@ -1,7 +1,5 @@
 /// <reference lib="dom" />
 // (page.evaluate callbacks run in the browser)
-import { mkdtempSync } from "node:fs"
-import { tmpdir } from "node:os"
 import { join } from "node:path"
 import type { Browser } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -15,6 +13,7 @@ import {
   type Running,
 } from "../support/processes.js"
 import { hashKey } from "../../src/keys/keys.js"
+import { tempDir } from "../support/tempDirs.js"
 
 /** The overview renders from 200,000 usage records in under a second (issue #20). */
 
@@ -23,7 +22,7 @@ let browser: Browser
 let gateway: Running | undefined
 
 beforeAll(async () => {
-  const dir = mkdtempSync(join(tmpdir(), "tollgate-console-large-"))
+  const dir = tempDir("tollgate-console-large-")
   const now = Date.now()
   // 200,000 records over the last 23 hours; every tenth a 500.
   const records = Array.from({ length: RECORDS }, (_, i) =>

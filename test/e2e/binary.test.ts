@@ -1,6 +1,5 @@
 import Anthropic from "@anthropic-ai/sdk"
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { stringify } from "yaml"
@@ -14,6 +13,7 @@ import {
   GATEWAY_UPSTREAM_KEY_ENV,
   type Running,
 } from "../support/processes.js"
+import { tempDir } from "../support/tempDirs.js"
 
 describe("the built binaries", () => {
   let fake: Running
@@ -22,7 +22,7 @@ describe("the built binaries", () => {
   const key = generateKey()
 
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), "tollgate-e2e-"))
+    dir = tempDir("tollgate-e2e-")
     fake = await startBinary(FAKEPROVIDER, ["-listen", "127.0.0.1:0", "--name", "primary"])
     gateway = await startGateway({
       dir,

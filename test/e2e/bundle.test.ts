@@ -1,7 +1,5 @@
 import { execFileSync } from "node:child_process"
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
+import { readdirSync, readFileSync, rmSync } from "node:fs"
 import { describe, expect, it } from "vitest"
 import { generateKey, hashKey } from "../../src/keys/keys.js"
 import {
@@ -12,6 +10,7 @@ import {
   TOLLGATE,
   writeGatewayConfig,
 } from "../support/processes.js"
+import { tempDir } from "../support/tempDirs.js"
 
 describe("bin/tollgate bundle", () => {
   it("turns off V8's allocation-site pretenuring in its first statement, before any module runs (ADR 0032)", () => {
@@ -74,7 +73,7 @@ describe("bin/tollgate bundle", () => {
   })
 
   it("started through its shebang, the gateway runs two V8 worker threads, not Node's four (ADR 0067)", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "tollgate-bundle-"))
+    const dir = tempDir("tollgate-bundle-")
     const fake = await startBinary(FAKEPROVIDER, ["--listen", "127.0.0.1:0"])
     const config = writeGatewayConfig({ dir, upstreamUrl: fake.url, keyHash: hashKey(generateKey()) })
     const gateway = await startCommand(TOLLGATE, ["serve", "--config", config], {

@@ -1,11 +1,11 @@
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs"
+import { existsSync, readdirSync, rmSync, writeFileSync } from "node:fs"
 import { createServer, type Server } from "node:net"
-import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { stringify } from "yaml"
 import { generateKey, hashKey } from "../../src/keys/keys.js"
 import { FAKEPROVIDER, runBinary, startBinary, TOLLGATE, type Running } from "../support/processes.js"
+import { tempDir } from "../support/tempDirs.js"
 
 /**
  * The `tollgate` command line as an operator meets it (#17): help that reads well in a pipe, `--listen`,
@@ -136,7 +136,7 @@ describe("tollgate serve", () => {
   beforeAll(async () => {
     fake = await startBinary(FAKEPROVIDER, ["--listen", "127.0.0.1:0"])
     started.push(fake)
-    dir = mkdtempSync(join(tmpdir(), "tollgate-cli-"))
+    dir = tempDir("tollgate-cli-")
   })
 
   afterAll(async () => {
@@ -249,7 +249,7 @@ describe("tollgate demo", () => {
   const folders: Array<string> = []
   /** A temporary folder of the demo's own (`TMPDIR`), to see what it leaves behind. */
   const demoTmp = () => {
-    const folder = mkdtempSync(join(tmpdir(), "tollgate-cli-demo-"))
+    const folder = tempDir("tollgate-cli-demo-")
     folders.push(folder)
     return folder
   }

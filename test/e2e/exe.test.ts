@@ -9,7 +9,6 @@ import {
   writeFileSync,
 } from "node:fs"
 import { isBuiltin } from "node:module"
-import { tmpdir } from "node:os"
 import { delimiter, join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { stringify } from "yaml"
@@ -24,6 +23,7 @@ import {
   writeGatewayConfig,
   type Running,
 } from "../support/processes.js"
+import { tempDir } from "../support/tempDirs.js"
 
 /**
  * Issue #22, the single executable (ADR 0053): `dist/tollgate`, copied alone into an empty folder and run
@@ -93,7 +93,7 @@ describe("dist/tollgate, the single executable, on a PATH with no node", () => {
     // `npm test` has built it (`npm run build:exe`); when run alone, this builds it if its inputs changed
     // (a no-op otherwise), so a stale executable is never tested.
     execFileSync(process.execPath, [join(ROOT, "scripts/build-exe.mjs")], { cwd: ROOT, stdio: "ignore" })
-    home = mkdtempSync(join(tmpdir(), "tollgate-exe-"))
+    home = tempDir("tollgate-exe-")
     // Installed by copying one file.
     mkdirSync(join(home, "opt"))
     exe = join(home, "opt", "tollgate")

@@ -1,7 +1,6 @@
 import Anthropic from "@anthropic-ai/sdk"
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs"
+import { readFileSync, writeFileSync } from "node:fs"
 import { connect, type Socket } from "node:net"
-import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { eventually } from "../support/harness.js"
@@ -14,6 +13,7 @@ import {
   TOLLGATE,
   type Running,
 } from "../support/processes.js"
+import { tempDir } from "../support/tempDirs.js"
 
 const MIB = 1024 * 1024
 /** The gateway's buffer cap in this test: one tenant may hold half, 32 MiB. */
@@ -80,7 +80,7 @@ describe("running exposed: one tenant cannot take the memory", () => {
   }
 
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), "tollgate-exposed-"))
+    dir = tempDir("tollgate-exposed-")
     fake = await startBinary(FAKEPROVIDER, ["--listen", "127.0.0.1:0"])
     writeFileSync(
       join(dir, "pricing.yaml"),

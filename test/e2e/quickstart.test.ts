@@ -1,18 +1,9 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process"
-import {
-  chmodSync,
-  cpSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readFileSync,
-  rmSync,
-  writeFileSync,
-} from "node:fs"
-import { tmpdir } from "node:os"
+import { chmodSync, cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { delimiter, dirname, join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { FAKEPROVIDER, ROOT, TOLLGATE } from "../support/processes.js"
+import { tempDir } from "../support/tempDirs.js"
 
 /**
  * Steps 2 to 8 of docs/quick-start.md, the path on the fake provider, run as the page writes them: every
@@ -90,8 +81,8 @@ const hasCurl = spawnSync("sh", ["-c", "command -v curl"]).status === 0
 describe("docs/quick-start.md: steps 2 to 8 on the fake provider", () => {
   const section = pathSection()
   const commands = pathCommands(section)
-  const dir = mkdtempSync(join(tmpdir(), "tollgate-quickstart-"))
-  const toolDir = mkdtempSync(join(tmpdir(), "tollgate-quickstart-tools-"))
+  const dir = tempDir("tollgate-quickstart-")
+  const toolDir = tempDir("tollgate-quickstart-tools-")
   const env: Record<string, string> = {
     ...(process.env as Record<string, string>),
     // The binaries' `#!/usr/bin/env node` finds the Node.js that runs the tests (and the curl stand-in, if any).

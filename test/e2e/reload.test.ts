@@ -1,6 +1,5 @@
 import Anthropic from "@anthropic-ai/sdk"
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { eventually } from "../support/harness.js"
@@ -13,6 +12,7 @@ import {
   TOLLGATE,
   type Running,
 } from "../support/processes.js"
+import { tempDir } from "../support/tempDirs.js"
 
 const until = (condition: () => boolean | Promise<boolean>, timeoutMs = 15_000) =>
   eventually(condition, timeoutMs)
@@ -64,7 +64,7 @@ describe("reload on SIGHUP", () => {
     )
 
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), "tollgate-reload-"))
+    dir = tempDir("tollgate-reload-")
     fake = await startBinary(FAKEPROVIDER, ["--listen", "127.0.0.1:0"])
     writePrices(3, 10)
     writeConfig({ routes: ["claude"], tenants: ["acme", "beta"] })

@@ -5,12 +5,11 @@
  * at least 10 minutes after warm-up.
  */
 import { spawn } from "node:child_process"
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
+import { existsSync, readFileSync, rmSync } from "node:fs"
 import { afterAll, describe, expect, inject, it } from "vitest"
 import { ROOT } from "../support/processes.js"
 import { SOAK_MINUTES, SOAK_RATE, soakArgs, type BackgroundSoak } from "../support/soakBackground.js"
+import { tempDir } from "../support/tempDirs.js"
 
 const MINUTES = SOAK_MINUTES
 const RATE = SOAK_RATE
@@ -71,7 +70,7 @@ const backgroundResult = async (
 }
 
 describe(`npm run soak (bench/soak.mjs), ${SOAK_MINUTES} minutes at ${SOAK_RATE} req/s`, () => {
-  const out = mkdtempSync(join(tmpdir(), "tollgate-soak-test-"))
+  const out = tempDir("tollgate-soak-test-")
   afterAll(() => rmSync(out, { recursive: true, force: true }))
 
   it(

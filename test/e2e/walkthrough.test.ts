@@ -1,9 +1,9 @@
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { parse } from "yaml"
 import { FAKEPROVIDER, ROOT, runBinary, startBinary, TOLLGATE, type Running } from "../support/processes.js"
+import { tempDir } from "../support/tempDirs.js"
 
 /**
  * The "Repeat a failure" walkthrough of docs/reliability.md, run as the page
@@ -76,7 +76,7 @@ const onFreePort = (args: ReadonlyArray<string>): { args: Array<string>; address
 
 describe("docs/reliability.md: Repeat a failure", () => {
   const page = readWalkthrough()
-  const dir = mkdtempSync(join(tmpdir(), "tollgate-walkthrough-"))
+  const dir = tempDir("tollgate-walkthrough-")
   const configFile = join(dir, "fallback.yaml")
   const running: Array<Running> = []
   let gateway: Running

@@ -1,19 +1,19 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit } from "effect"
 import { TestClock } from "effect/testing"
-import { existsSync, mkdtempSync, readFileSync, statSync, writeFileSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { decodeEvent, encodeEvent, makeFileKeys, replay, type KeyEvent } from "../../src/keys/fileKeys.js"
 import { hashKey } from "../../src/keys/keys.js"
 import { FILE_FLUSH_MS, NO_KEY_BUDGETS, type RuntimeKey } from "../../src/keys/KeyStore.js"
 import { decodeKey } from "../../src/keys/redisKeys.js"
 import { KeyTable, LastUse } from "../../src/keys/table.js"
+import { tempDir } from "../support/tempDirs.js"
 
 /** The key store's logic on the test clock: expiry, revocation, last use (ADR 0050). */
 
 const T0 = Date.parse("2026-12-02T10:00:00.000Z")
-const tempFile = () => join(mkdtempSync(join(tmpdir(), "tollgate-keystore-")), "keys.jsonl")
+const tempFile = () => join(tempDir("tollgate-keystore-"), "keys.jsonl")
 const sha = (secret: string) => hashKey(secret)
 
 const key = (fields: Partial<RuntimeKey> = {}): RuntimeKey => ({

@@ -1,12 +1,11 @@
-import { appendFileSync, mkdtempSync, readFileSync, statSync } from "node:fs"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
+import { appendFileSync, readFileSync, statSync } from "node:fs"
 import { afterEach, describe, expect, it } from "vitest"
 import { decodeEvent } from "../../src/keys/fileKeys.js"
 import { generateKey, hashKey } from "../../src/keys/keys.js"
 import { ADMIN_ENV, ADMIN_TOKEN, adminConfig } from "../admin/fixtures.js"
 import { startHarness, type Harness } from "../support/harness.js"
 import { createKey, listKeys, revokeKey, sdkStatus, status } from "./helpers.js"
+import { tempDir } from "../support/tempDirs.js"
 
 /** Runtime keys with the memory store: `keys.file`, appended and replayed at start (ADR 0050). */
 
@@ -38,7 +37,7 @@ const find = (keys: ReadonlyArray<View>, id: string) => keys.find((k) => k.id ==
 
 describe("keys.file", () => {
   it("a key made before a restart still works after it, a revoked one stays revoked, last use is kept", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "tollgate-keys-"))
+    const dir = tempDir("tollgate-keys-")
     const configKey = generateKey()
     const first = await start(dir, configKey)
     const kept = (await createKey(first.url, { tenant: "acme", id: "kept" })).body
@@ -74,7 +73,7 @@ describe("keys.file", () => {
   })
 
   it("a runtime key of a tenant gone from the config gets 401, and is still listed", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "tollgate-keys-"))
+    const dir = tempDir("tollgate-keys-")
     const configKey = generateKey()
     const first = await start(dir, configKey)
     const beta = (await createKey(first.url, { tenant: "beta", id: "b1" })).body
@@ -90,7 +89,7 @@ describe("keys.file", () => {
   })
 
   it("skips a torn or foreign line at start and appends after it on a line of its own", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "tollgate-keys-"))
+    const dir = tempDir("tollgate-keys-")
     const configKey = generateKey()
     const first = await start(dir, configKey)
     const kept = (await createKey(first.url, { tenant: "acme", id: "kept" })).body

@@ -1,5 +1,3 @@
-import { mkdtempSync } from "node:fs"
-import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startFakeProvider, type FakeProviderHandle } from "../../fakeprovider/server.js"
@@ -9,6 +7,7 @@ import { ADMIN_ENV, ADMIN_TOKEN } from "../admin/fixtures.js"
 import { startHarness, UPSTREAM_KEY_ENV, type Harness } from "../support/harness.js"
 import { startRedis, startRedisCluster, type RedisHandle } from "../support/redis.js"
 import { createKey, listKeys, measureUntil, revokeKey, sdkStatus, status } from "./helpers.js"
+import { tempDir } from "../support/tempDirs.js"
 
 /** Runtime keys on Redis: three copies share them (SPEC "Keys at runtime, reload", ADR 0050). */
 
@@ -34,7 +33,7 @@ const runtimeKeysOn = (name: string, start: () => Promise<{ backend: Backend; st
       stopBackend = started.stop
       fake = await startFakeProvider()
       for (let i = 0; i < 3; i++) {
-        const dir = mkdtempSync(join(tmpdir(), `tollgate-keys-copy${i}-`))
+        const dir = tempDir(`tollgate-keys-copy${i}-`)
         copies.push(
           await startHarness({
             dir,

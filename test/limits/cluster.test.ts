@@ -1,9 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Fiber, Layer } from "effect"
 import { TestClock } from "effect/testing"
-import { mkdtempSync } from "node:fs"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
 import { afterAll, beforeAll } from "vitest"
 import { startFakeProvider } from "../../fakeprovider/server.js"
 import { generateKey, hashKey } from "../../src/keys/keys.js"
@@ -12,6 +9,7 @@ import { layerRedis } from "../../src/limits/redisStore.js"
 import { Store } from "../../src/limits/Store.js"
 import { copyConfig, sendTo, startCopy } from "../support/copies.js"
 import { startRedis, startRedisCluster, type RedisClusterHandle, type RedisHandle } from "../support/redis.js"
+import { tempDir } from "../support/tempDirs.js"
 
 /**
  * limits-and-budgets.md's cluster tests: three Tollgate copies (whole
@@ -69,7 +67,7 @@ const threeCopies = (
     const fake = yield* fakeProvider(options.scenario)
     const key = generateKey()
     const batchKey = generateKey()
-    const dir = mkdtempSync(join(tmpdir(), "tollgate-cluster-"))
+    const dir = tempDir("tollgate-cluster-")
     const name = `acme-${Math.random().toString(36).slice(2, 8)}`
     const raw = copyConfig({
       fake,

@@ -1,13 +1,13 @@
 import Anthropic from "@anthropic-ai/sdk"
 import { Effect, Layer } from "effect"
-import { writeFileSync, mkdtempSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
 import { makeMemoryStore } from "../../src/limits/memoryStore.js"
 import { Store, type StoreService } from "../../src/limits/Store.js"
 import { encodeRecord, type UsageRecord } from "../../src/meter/record.js"
 import { startHarness, UPSTREAM_KEY_ENV, type Harness } from "../support/harness.js"
+import { tempDir } from "../support/tempDirs.js"
 
 /** Limits and budgets through the gateway, on a memory store the test can read. */
 
@@ -339,7 +339,7 @@ describe("sessions", () => {
 
 describe("restart", () => {
   it("the memory store rebuilds month and session spend from the usage file before it accepts requests", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "tollgate-restore-"))
+    const dir = tempDir("tollgate-restore-")
     const usageFile = join(dir, "usage.jsonl")
     const now = new Date()
     const base: UsageRecord = {

@@ -10,6 +10,7 @@ import { encodeRecord } from "../../src/meter/record.js"
 import { sampleRecord } from "../meter/fixtures.js"
 import { storeSuite } from "./store.conformance.js"
 import { periodic } from "./store.fixture.js"
+import { tempDir } from "../support/tempDirs.js"
 
 storeSuite("memory", () => layerMemory())
 
@@ -42,7 +43,7 @@ describe("memory store response owners", () => {
 const usageFile = (lines: ReadonlyArray<string>) =>
   Effect.acquireRelease(
     Effect.sync(() => {
-      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "tollgate-store-"))
+      const dir = tempDir("tollgate-store-")
       const file = path.join(dir, "usage.jsonl")
       fs.writeFileSync(file, lines.join(""))
       return file

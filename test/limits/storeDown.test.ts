@@ -1,8 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { TestClock } from "effect/testing"
-import { mkdtempSync, readFileSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll } from "vitest"
 import { startFakeProvider } from "../../fakeprovider/server.js"
@@ -10,6 +9,7 @@ import { generateKey, hashKey } from "../../src/keys/keys.js"
 import { layerRedis } from "../../src/limits/redisStore.js"
 import { copyConfig, startCopy } from "../support/copies.js"
 import { startRedis, type RedisHandle } from "../support/redis.js"
+import { tempDir } from "../support/tempDirs.js"
 
 /** TestStoreDown: Redis stops mid-test and comes back (ADR 0006). */
 
@@ -50,7 +50,7 @@ describe("TestStoreDown", () => {
         )
         const hardKey = generateKey()
         const softKey = generateKey()
-        const dir = mkdtempSync(join(tmpdir(), "tollgate-storedown-"))
+        const dir = tempDir("tollgate-storedown-")
         const suffix = Math.random().toString(36).slice(2, 8)
         const raw = copyConfig({
           fake,

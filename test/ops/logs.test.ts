@@ -1,7 +1,6 @@
 import { Cause, Effect, Logger, Redacted } from "effect"
 import { randomBytes } from "node:crypto"
-import { existsSync, mkdtempSync, readFileSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { existsSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { generateKey, hashKey } from "../../src/keys/keys.js"
@@ -14,6 +13,7 @@ import {
   type LineTarget,
 } from "../../src/ops/logger.js"
 import { FAKEPROVIDER, startBinary, TOLLGATE, startGateway, type Running } from "../support/processes.js"
+import { tempDir } from "../support/tempDirs.js"
 
 /** The line of an info entry with `message` at 2026-12-02T10:04:05.123Z, logged by a fiber with `annotations`. */
 const lineOf = (message: unknown, annotations: Record<string, unknown> = {}): string =>
@@ -148,7 +148,7 @@ describe("logs of the built binary", () => {
 
   beforeAll(async () => {
     if (!existsSync(TOLLGATE)) throw new Error("bin/tollgate is missing: run `npm run build` first")
-    dir = mkdtempSync(join(tmpdir(), "tollgate-logs-"))
+    dir = tempDir("tollgate-logs-")
     fake = await startBinary(FAKEPROVIDER, ["-listen", "127.0.0.1:0"])
     gateway = await startGateway({
       dir,

@@ -1,10 +1,10 @@
 import { execFile } from "node:child_process"
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { join, resolve } from "node:path"
 import { promisify } from "node:util"
 import { afterAll, describe, expect, it } from "vitest"
 import { startFakeProvider } from "../../fakeprovider/server.js"
+import { tempDir } from "../support/tempDirs.js"
 
 const run = promisify(execFile)
 const REPO = resolve(import.meta.dirname, "../..")
@@ -63,7 +63,7 @@ const TSCONFIG = {
 }
 
 describe("the packed library (npm pack → npm install → the docs' example)", () => {
-  const dir = mkdtempSync(join(tmpdir(), "tollgate-pack-"))
+  const dir = tempDir("tollgate-pack-")
   afterAll(() => rmSync(dir, { recursive: true, force: true }))
 
   it("installs from the tarball, runs the docs/library.md example on Node 24 against a fake provider, and type-checks", async () => {

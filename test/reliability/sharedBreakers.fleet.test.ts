@@ -5,8 +5,6 @@
  * test it three times as often; and the fleet's fallbacks stay within the
  * retry budget's formula for the fleet's requests.
  */
-import { mkdtempSync } from "node:fs"
-import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Redis } from "ioredis"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
@@ -14,6 +12,7 @@ import { startFakeProvider, type FakeProviderHandle } from "../../fakeprovider/s
 import { generateKey } from "../../src/keys/keys.js"
 import { eventually, startHarness, UPSTREAM_KEY_ENV, type Harness } from "../support/harness.js"
 import { startRedis, type RedisHandle } from "../support/redis.js"
+import { tempDir } from "../support/tempDirs.js"
 
 const OPEN_FOR_S = 1
 
@@ -48,7 +47,7 @@ const threeCopies = async (
   const key = generateKey()
   const copies: Array<Harness> = []
   for (let i = 0; i < 3; i++) {
-    const dir = mkdtempSync(join(tmpdir(), `tollgate-fleet-${i}-`))
+    const dir = tempDir(`tollgate-fleet-${i}-`)
     copies.push(
       await startHarness({
         dir,

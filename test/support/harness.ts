@@ -1,8 +1,7 @@
 import { Context, Effect, Exit, Layer, References, Scope } from "effect"
 import type { LogLevel } from "effect"
 import { afterAll, beforeAll } from "vitest"
-import { mkdtempSync, readFileSync, existsSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { readFileSync, existsSync } from "node:fs"
 import { join } from "node:path"
 import {
   startFakeProvider,
@@ -17,6 +16,7 @@ import { generateKey, hashKey } from "../../src/keys/keys.js"
 import type { Store } from "../../src/limits/Store.js"
 import type { UsageRecord } from "../../src/meter/record.js"
 import { withEnv } from "./env.js"
+import { tempDir } from "./tempDirs.js"
 
 export const UPSTREAM_KEY = "sk-upstream-test-secret"
 export const UPSTREAM_KEY_ENV = "TG_TEST_UPSTREAM_KEY"
@@ -85,7 +85,7 @@ export const startHarness = async (options: HarnessOptions = {}): Promise<Harnes
   const fakes =
     options.sharedFakes ?? (await Promise.all((options.fakes ?? [{}]).map((o) => startFakeProvider(o))))
   const key = options.key ?? generateKey()
-  const dir = options.dir ?? mkdtempSync(join(tmpdir(), "tollgate-test-"))
+  const dir = options.dir ?? tempDir("tollgate-test-")
   const raw = (options.config ?? defaultConfig)(
     fakes.map((f) => f.url),
     hashKey(key),

@@ -1,9 +1,9 @@
 import { spawn, type ChildProcess } from "node:child_process"
-import { mkdtempSync, writeFileSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { writeFileSync } from "node:fs"
 import { join, resolve } from "node:path"
 import { stringify } from "yaml"
 import { generateKey, hashKey } from "../../src/keys/keys.js"
+import { tempDir } from "./tempDirs.js"
 
 export const ROOT = resolve(import.meta.dirname, "../..")
 export const TOLLGATE = resolve(ROOT, "bin/tollgate")
@@ -178,7 +178,7 @@ export const startFakeAndGateway = async (
     readonly sections?: Record<string, unknown>
   } = {},
 ) => {
-  const dir = mkdtempSync(join(tmpdir(), `tollgate-${name}-`))
+  const dir = tempDir(`tollgate-${name}-`)
   const key = generateKey()
   const fake = await startBinary(FAKEPROVIDER, ["--listen", "127.0.0.1:0"])
   started.push(fake)

@@ -6,11 +6,9 @@
 import { Effect, Exit, Scope } from "effect"
 import type { Redis } from "ioredis"
 import { spawn, type ChildProcess } from "node:child_process"
-import { mkdtempSync } from "node:fs"
 import { createConnection, createServer } from "node:net"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
 import { acquireRedis, type RedisClientOptions, type ScriptCommand } from "../../src/limits/redisClient.js"
+import { tempDir } from "./tempDirs.js"
 
 export interface RedisHandle {
   /** `redis://127.0.0.1:PORT/0`. */
@@ -67,7 +65,7 @@ export const startRedis = async (args = "", port?: number): Promise<RedisHandle>
   let exited: Promise<void> = Promise.resolve()
 
   const start = async (): Promise<void> => {
-    const dir = mkdtempSync(join(tmpdir(), "tollgate-redis-"))
+    const dir = tempDir("tollgate-redis-")
     // The guard: redis in the background, `cat` holds our pipe; when the pipe closes, redis is killed
     // and its folder removed.
     const script =
