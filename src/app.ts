@@ -1,5 +1,6 @@
-import { Layer } from "effect"
+import { Config as EffectConfig, Effect, Layer } from "effect"
 import * as AdminApi from "./admin/AdminApi.js"
+import * as DbIndex from "./admin/dbIndex.js"
 import * as UsageIndex from "./admin/UsageIndex.js"
 import { Config } from "./config/Config.js"
 import { LiveConfig } from "./config/LiveConfig.js"
@@ -9,7 +10,7 @@ import * as Gateway from "./gateway/Gateway.js"
 import * as KeyStore from "./keys/KeyStore.js"
 import * as Server from "./http/Server.js"
 import { Meter } from "./meter/Meter.js"
-import { UsageLog } from "./meter/UsageLog.js"
+import { UsageLog, type UsageFileError } from "./meter/UsageLog.js"
 import * as Providers from "./providers/Providers.js"
 import * as Breakers from "./reliability/Breakers.js"
 import * as RetryBudget from "./reliability/RetryBudget.js"
@@ -23,6 +24,47 @@ import * as Metrics from "./ops/Metrics.js"
 import * as Reload from "./ops/Reload.js"
 import * as Tracing from "./ops/Tracing.js"
 import type { Telemetry } from "./ops/Telemetry.js"
+import { UsageDbStats } from "./ops/UsageDbStats.js"
+import * as UsageDatabase from "./usagedb/Database.js"
+import * as UsageDbWriter from "./usagedb/Writer.js"
+
+type UsageError =
+  | UsageFileError
+  | UsageDatabase.UsageDbError
+  | UsageDbWriter.UsageDbStartError
+  | EffectConfig.ConfigError
+
+/**
+ * The usage log and the index `/admin/usage` reads: the file and this copy's
+ * records, or with `usage.database` the file as the spool of the database's
+ * writer and the database (the fleet's records) for the reads.
+ */
+const usageLayers = (
+  config: TollgateConfig,
+): {
+  readonly log: Layer.Layer<UsageLog, UsageError, UsageIndex.UsageIndex | UsageDbStats>
+  readonly index: Layer.Layer<UsageIndex.UsageIndex, UsageError>
+} => {
+  const database = config.usageDatabase
+  if (database === undefined) {
+    return {
+      log: UsageIndex.withIndex(UsageLog.layer(config.usageFile)),
+      index: UsageIndex.layer(config.usageFile),
+    }
+  }
+  const db = Layer.unwrap(
+    Effect.map(EffectConfig.Redacted(database.urlEnv), (url) => UsageDatabase.layer(url, database.table)),
+  )
+  const writer = Layer.unwrap(
+    Effect.map(EffectConfig.Redacted(database.urlEnv), (url) =>
+      UsageDbWriter.layer(config.usageFile, database, config.path, url),
+    ),
+  ).pipe(Layer.provide(db))
+  return {
+    log: UsageDbWriter.withWriter(UsageLog.layer(config.usageFile)).pipe(Layer.provide(writer)),
+    index: DbIndex.layer.pipe(Layer.provide(db)),
+  }
+}
 
 /**
  * The whole gateway for one decoded config: every layer, composed once.
@@ -50,15 +92,17 @@ export const appLayer = (
         })
       : layerMemory({ usageFile: config.usageFile }))
   const telemetry = overrides.telemetry ?? Metrics.layerTelemetry
+  const usage = usageLayers(config)
   const base = Layer.mergeAll(
     Providers.layer,
-    UsageIndex.withIndex(UsageLog.layer(config.usageFile)),
+    usage.log,
     Limits.layer.pipe(Layer.provideMerge(store)),
     Reload.layer({ signals: overrides.reloadOnSignal ?? true }),
   ).pipe(
-    Layer.provideMerge(UsageIndex.layer(config.usageFile)),
+    Layer.provideMerge(usage.index),
     Layer.provideMerge(telemetry),
     Layer.provideMerge(Metrics.layer),
+    Layer.provideMerge(UsageDbStats.layer),
     Layer.provideMerge(
       Layer.mergeAll(
         Breakers.layer,

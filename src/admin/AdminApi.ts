@@ -92,7 +92,9 @@ const makeHandlers = Effect.gen(function* () {
       return failure(400, "invalid_request_error", parsed.failure.message, { param: parsed.failure.param })
     }
     const query = parsed.success
-    const result = yield* index.query(query)
+    const answered = yield* Effect.result(index.query(query))
+    if (Result.isFailure(answered)) return failure(503, "api_error", answered.failure.message)
+    const result = answered.success
     if (usageFormat(params) === "csv") {
       return HttpServerResponse.text(usageCsv(result), {
         contentType: "text/csv; charset=utf-8",
@@ -121,6 +123,7 @@ const makeHandlers = Effect.gen(function* () {
       Effect.catchTag("TooManyBuckets", (error) =>
         Effect.succeed(failure(400, "invalid_request_error", error.message, { param: error.param })),
       ),
+      Effect.catchTag("UsageUnavailable", (error) => Effect.succeed(failure(503, "api_error", error.message))),
     )
   })
 

@@ -1,4 +1,4 @@
-import { Clock, Context, Effect, FiberSet, Layer, Result } from "effect"
+import { Clock, Context, Data, Effect, FiberSet, Layer, Result } from "effect"
 import { dirname } from "node:path"
 import { UsageFileError, UsageLog, type UsageLogService } from "../meter/UsageLog.js"
 import type { UsageRecord } from "../meter/record.js"
@@ -6,6 +6,9 @@ import { ChunkedRows, openChunkFile } from "./chunks.js"
 import { loadRows, toRow } from "./load.js"
 import { startQuery, type UsageQuery, type UsageResult } from "./query.js"
 import { startSeries, type Series, type SeriesQuery, type TooManyBuckets } from "./series.js"
+
+/** The usage records could not be read (the usage database did not answer): 503 in the admin API. */
+export class UsageUnavailable extends Data.TaggedError("UsageUnavailable")<{ readonly message: string }> {}
 
 /** Size of the index, for logs and the admin API. */
 export interface UsageIndexStats {
@@ -30,9 +33,9 @@ export interface UsageIndexService {
   /** Adds one record (plain function: it runs once per request). A record with an unparsable `ts` is ignored. */
   readonly add: (record: UsageRecord) => void
   /** Totals (and groups) of the records matching `query`. */
-  readonly query: (query: UsageQuery) => Effect.Effect<UsageResult>
+  readonly query: (query: UsageQuery) => Effect.Effect<UsageResult, UsageUnavailable>
   /** The time series of `query` (`until` defaults to the clock's now), for `/admin/usage/series`. */
-  readonly series: (query: SeriesQuery) => Effect.Effect<Series, TooManyBuckets>
+  readonly series: (query: SeriesQuery) => Effect.Effect<Series, TooManyBuckets | UsageUnavailable>
   readonly stats: () => UsageIndexStats
 }
 

@@ -76,7 +76,8 @@ class Sum {
   }
 }
 
-const EMPTY = new Sum().totals()
+/** Totals of no records. */
+export const EMPTY = new Sum().totals()
 
 /**
  * How a grouping reads a row: the group is `groupOf[row's column]` (the
@@ -118,7 +119,8 @@ const grouping = (tables: Tables, groupBy: Exclude<GroupBy, "day">): Grouping =>
 
 const dayName = (day: number): string => new Date(day * DAY_MS).toISOString().slice(0, 10)
 
-const byKey = (a: UsageGroup, b: UsageGroup): number =>
+/** Groups in the order the API lists them: by key, null last. */
+export const byKey = (a: UsageGroup, b: UsageGroup): number =>
   a.key === b.key ? 0 : a.key === null ? 1 : b.key === null ? -1 : a.key < b.key ? -1 : 1
 
 /** A query being run: `visit` each chunk of rows (in any order), then `result`. */

@@ -72,6 +72,83 @@ export interface SeriesRun {
   readonly result: () => Series
 }
 
+/** The buckets of a series: `buckets` of `size` ms from `start` (epoch ms), over `since`..`until`. */
+export interface SeriesFrame {
+  readonly tenant: string | undefined
+  readonly since: number
+  readonly until: number
+  readonly resolution: Resolution
+  readonly start: number
+  readonly size: number
+  readonly buckets: number
+}
+
+/** The `until` of `query`: its own, else now (or `since`, when that is later). */
+export const seriesUntil = (query: SeriesQuery, now: number): number =>
+  query.until ?? Math.max(now, query.since ?? now)
+
+/**
+ * The buckets of `query` over `since`..`until` (the defaults already
+ * resolved); fails (naming `resolution`) when the range has more than
+ * {@link MAX_BUCKETS} buckets.
+ */
+export const seriesFrame = (
+  query: SeriesQuery,
+  since: number,
+  until: number,
+): Result.Result<SeriesFrame, TooManyBuckets> => {
+  const resolution = query.resolution ?? defaultResolution(until - since)
+  const size = RESOLUTION_MS[resolution]
+  const firstBucket = Math.floor(since / size)
+  const buckets = since < until ? Math.ceil(until / size) - firstBucket : 0
+  if (buckets > MAX_BUCKETS) {
+    return Result.fail(
+      new TooManyBuckets({
+        param: "resolution",
+        buckets,
+        message: `resolution: ${resolution} over ${new Date(since).toISOString()} to ${new Date(until).toISOString()} is ${buckets} buckets; at most ${MAX_BUCKETS}: narrow since/until or choose a coarser resolution`,
+      }),
+    )
+  }
+  return Result.succeed({ tenant: query.tenant, since, until, resolution, start: firstBucket * size, size, buckets })
+}
+
+/** The sums of a series being counted, one slot per bucket. */
+export interface SeriesSums {
+  readonly requests: Float64Array
+  readonly errors: Float64Array
+  readonly cost: Float64Array
+  readonly input: Float64Array
+  readonly output: Float64Array
+}
+
+/** Zero sums for `frame`. */
+export const seriesSums = (frame: SeriesFrame): SeriesSums => ({
+  requests: new Float64Array(frame.buckets),
+  errors: new Float64Array(frame.buckets),
+  cost: new Float64Array(frame.buckets),
+  input: new Float64Array(frame.buckets),
+  output: new Float64Array(frame.buckets),
+})
+
+/** The series of `frame` with `sums`. */
+export const seriesOf = (frame: SeriesFrame, sums: SeriesSums): Series => {
+  const t = new Array<number>(frame.buckets)
+  for (let b = 0; b < frame.buckets; b++) t[b] = (frame.start + b * frame.size) / 1000
+  return {
+    tenant: frame.tenant,
+    since: frame.since,
+    until: frame.until,
+    resolution: frame.resolution,
+    t,
+    requests: Array.from(sums.requests),
+    errors: Array.from(sums.errors),
+    cost_micro_usd: Array.from(sums.cost),
+    input_tokens: Array.from(sums.input),
+    output_tokens: Array.from(sums.output),
+  }
+}
+
 /**
  * Starts the series of `query` over rows whose ids are `tables`'; `now`
  * (epoch ms) is the default `until`, and `first(mine, until)` gives the `ts`
@@ -88,28 +165,15 @@ export const startSeries = (
   const tenant = query.tenant
   // undefined: every record; null: a tenant with no records.
   const mine = tenant === undefined ? undefined : (tables.keysOf(tenant) ?? null)
-  const until = query.until ?? Math.max(now, query.since ?? now)
+  const until = seriesUntil(query, now)
   // Without `since`: the first record of the tenant before `until`; none: an empty range.
   const since = query.since ?? (mine === null ? until : (first(mine, until) ?? until))
-  const resolution = query.resolution ?? defaultResolution(until - since)
-  const size = RESOLUTION_MS[resolution]
-  const firstBucket = Math.floor(since / size)
-  const buckets = since < until ? Math.ceil(until / size) - firstBucket : 0
-  if (buckets > MAX_BUCKETS) {
-    return Result.fail(
-      new TooManyBuckets({
-        param: "resolution",
-        buckets,
-        message: `resolution: ${resolution} over ${new Date(since).toISOString()} to ${new Date(until).toISOString()} is ${buckets} buckets; at most ${MAX_BUCKETS}: narrow since/until or choose a coarser resolution`,
-      }),
-    )
-  }
-  const start = firstBucket * size
-  const requests = new Float64Array(buckets)
-  const errors = new Float64Array(buckets)
-  const cost = new Float64Array(buckets)
-  const input = new Float64Array(buckets)
-  const output = new Float64Array(buckets)
+  const framed = seriesFrame(query, since, until)
+  if (Result.isFailure(framed)) return Result.fail(framed.failure)
+  const frame = framed.success
+  const { start, size, buckets } = frame
+  const sums = seriesSums(frame)
+  const { requests, errors, cost, input, output } = sums
   const visit = (rows: Rows): void => {
     if (buckets === 0 || mine === null) return
     const { ts, key: rowKeys, status, cost: costs, input: inputs, output: outputs } = rows
@@ -127,23 +191,7 @@ export const startSeries = (
       output[b]! += outputs[i]!
     }
   }
-  const result = (): Series => {
-    const t = new Array<number>(buckets)
-    for (let b = 0; b < buckets; b++) t[b] = (start + b * size) / 1000
-    return {
-      tenant,
-      since,
-      until,
-      resolution,
-      t,
-      requests: Array.from(requests),
-      errors: Array.from(errors),
-      cost_micro_usd: Array.from(cost),
-      input_tokens: Array.from(input),
-      output_tokens: Array.from(output),
-    }
-  }
-  return Result.succeed({ since, until, visit, result })
+  return Result.succeed({ since, until, visit, result: () => seriesOf(frame, sums) })
 }
 
 /** The JSON answer of `/admin/usage/series`: the range as ISO-8601, then the columns. */

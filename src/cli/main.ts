@@ -7,6 +7,7 @@ import { keysCommand } from "./keysCommand.js"
 import { configOption, configPathEnv, defaultListen, listenOption, resolveConfigPath } from "./options.js"
 import { logFormatOption, withLogFormat, withLogLevel } from "./options.js"
 import { serve } from "./serve.js"
+import { usageCommand } from "./usageCommand.js"
 import { VERSION } from "../version.js"
 
 /** The variables a gateway reads (serve; demo reads the admin one only, and makes one when it is unset). */
@@ -51,6 +52,11 @@ const serveCommand = Command.make(
           "A Vertex provider's static token; without it, Google ADC (GOOGLE_APPLICATION_CREDENTIALS).",
       },
       adminTokenEnv,
+      {
+        name: "usage.database.url_env",
+        description:
+          "With usage.database: the postgres:// URL of the usage database (default TOLLGATE_USAGE_DATABASE_URL).",
+      },
     ],
   ),
 )
@@ -80,7 +86,7 @@ const demoCommand = Command.make(
 /** `tollgate`: the root command. */
 export const tollgate = Command.make("tollgate").pipe(
   Command.withDescription("Tollgate, an LLM API gateway."),
-  Command.withSubcommands([serveCommand, configCommand, keysCommand, demoCommand]),
+  Command.withSubcommands([serveCommand, configCommand, keysCommand, usageCommand, demoCommand]),
   withLogLevel,
   documented({
     command: "tollgate serve --help",

@@ -15,6 +15,7 @@ import {
   checkRoutes,
   checkTenants,
   checkUnpricedTargets,
+  readEnv,
 } from "./checks.js"
 import { decodeNamed, salvageProvider, salvageRoute, salvageTenant, viewsOf } from "./entries.js"
 import type { PriceEntry, ProviderConfig, RouteConfig, TenantConfig, TollgateConfig } from "./model.js"
@@ -188,6 +189,10 @@ export const decodeConfig = Effect.fn("Config.decode")(function* (raw: unknown, 
   if (prices !== undefined)
     problems.push(...checkBudgetPrices(tenants, routes, providers, prices, pricingFile))
   const envProblems = yield* checkProviderEnv(providers)
+  if (usage.database !== undefined && (yield* readEnv(usage.database.urlEnv)) === undefined)
+    envProblems.push(
+      `${formatPath(["usage", "database", "url_env"])}: environment variable ${usage.database.urlEnv} is unset or empty`,
+    )
   ;(options.mode === "serve" ? problems : warnings).push(...envProblems)
   // No silent $0: a target without a price would be metered at cost 0.
   if (prices !== undefined) warnings.push(...checkUnpricedTargets(routes, providers, prices, pricingFile))
@@ -216,6 +221,7 @@ export const decodeConfig = Effect.fn("Config.decode")(function* (raw: unknown, 
     admin,
     store,
     usageFile,
+    usageDatabase: usage.database,
     keysFile,
     pricingFile,
     reservation,

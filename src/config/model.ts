@@ -214,6 +214,14 @@ export interface TelemetryConfig {
   readonly sampleRatio: number
 }
 
+/** `usage.database:` — where the fleet's usage records are kept. */
+export interface UsageDatabaseConfig {
+  /** The env var holding the `postgres://` URL (a secret: env only). Default `TOLLGATE_USAGE_DATABASE_URL`. */
+  readonly urlEnv: string
+  /** The table, optionally `schema.table`. Default `tollgate_usage`. */
+  readonly table: string
+}
+
 export interface TollgateConfig {
   /** Absolute path of the config file; relative paths below were resolved against its folder. */
   readonly path: string
@@ -222,6 +230,8 @@ export interface TollgateConfig {
   readonly store: StoreConfig
   /** Absolute path of the usage JSONL file. Default `data/usage.jsonl`. */
   readonly usageFile: string
+  /** `usage.database` (SPEC Part 3): every record also goes to this PostgreSQL table; undefined: the file alone. */
+  readonly usageDatabase: UsageDatabaseConfig | undefined
   /** Absolute path of the runtime keys file of the memory store. Default `keys.jsonl` beside the usage file. */
   readonly keysFile: string
   /** Absolute path of the price table. Default `config/pricing.yaml`. */

@@ -85,8 +85,23 @@ export const KeysSection = Schema.Struct({ file: Schema.optionalKey(Name) }).ann
   message: "must be a mapping",
 })
 
-/** `usage:` — `file` stays undefined when absent (decode.ts resolves the default). */
-export const UsageSection = Schema.Struct({ file: Schema.optionalKey(Name) }).annotate({
+/** A PostgreSQL table name: a lower-case identifier, optionally schema-qualified (`usage.tollgate_usage`). */
+export const TableName = says(
+  "must be a lower-case SQL identifier (a-z, 0-9, _; at most 63 characters), optionally after a schema name and a dot",
+  Schema.String.check(Schema.isPattern(/^([a-z_][a-z0-9_]{0,62}\.)?[a-z_][a-z0-9_]{0,62}$/)),
+)
+
+/** `usage.database:` (SPEC Part 3) — `url_env` defaults to `TOLLGATE_USAGE_DATABASE_URL`, `table` to `tollgate_usage`. */
+export const UsageDatabaseSection = Schema.Struct({
+  urlEnv: withDefault(EnvVarName, "TOLLGATE_USAGE_DATABASE_URL"),
+  table: withDefault(TableName, "tollgate_usage"),
+}).pipe(Schema.encodeKeys({ urlEnv: "url_env" }), mapping)
+
+/** `usage:` — `file` stays undefined when absent (decode.ts resolves the default); `database` absent: the file alone. */
+export const UsageSection = Schema.Struct({
+  file: Schema.optionalKey(Name),
+  database: Schema.optionalKey(UsageDatabaseSection),
+}).annotate({
   message: "must be a mapping",
 })
 

@@ -17,6 +17,7 @@ import { Deadlines } from "../reliability/Deadlines.js"
 import { RetryBudget } from "../reliability/RetryBudget.js"
 import { OpenRequests, type OverspendBound } from "./OpenRequests.js"
 import { Tracing, type SpanCounts } from "./Tracing.js"
+import { UsageDbStats, type UsageDbCounts } from "./UsageDbStats.js"
 import { Telemetry, type AttemptResult, type RequestDone, type TelemetryService } from "./Telemetry.js"
 
 /** This gateway's Prometheus metrics (GET /metrics). */
@@ -52,6 +53,8 @@ export interface MetricsDeps {
   readonly breakerStoreErrors?: () => number
   /** Spans exported and dropped so far (src/ops/Tracing.ts); absent in tests that do not trace. */
   readonly traceSpans?: Readonly<SpanCounts> | undefined
+  /** How far the usage database is behind (src/usagedb/Writer.ts); absent in tests. */
+  readonly usageDb?: Readonly<UsageDbCounts> | undefined
 }
 
 let processRegistry: Registry | undefined
@@ -210,6 +213,8 @@ export const make = (deps: MetricsDeps): MetricsService => {
 
   /** The failed shared-breaker calls already moved into `tollgate_breaker_store_errors_total`. */
   let breakerErrorsSeen = 0
+  /** The failed batches already moved into `tollgate_usage_db_errors_total`. */
+  let usageDbErrorsSeen = 0
   /** The span counts already moved into `tollgate_trace_spans_total`. */
   const spansSeen: SpanCounts = { exported: 0, dropped: 0 }
   /** Moves the counted cells into prom-client and reads the scrape-time gauges. */
@@ -224,6 +229,12 @@ export const make = (deps: MetricsDeps): MetricsService => {
       m.traceSpans.inc({ result: "dropped" }, spans.dropped - spansSeen.dropped)
       spansSeen.exported = spans.exported
       spansSeen.dropped = spans.dropped
+    }
+    const usageDb = deps.usageDb
+    if (usageDb !== undefined) {
+      m.usageDbPending.set(usageDb.pending)
+      m.usageDbErrors.inc(usageDb.errors - usageDbErrorsSeen)
+      usageDbErrorsSeen = usageDb.errors
     }
     m.openStreams.set(openStreams)
     m.bodyBuffered.set(deps.bodyBuffered())
@@ -266,7 +277,7 @@ export const make = (deps: MetricsDeps): MetricsService => {
 export const layer: Layer.Layer<
   Metrics,
   never,
-  LiveConfig | Breakers | RetryBudget | OpenRequests | Deadlines | BodyBuffers
+  LiveConfig | Breakers | RetryBudget | OpenRequests | Deadlines | BodyBuffers | UsageDbStats
 > = Layer.effect(
   Metrics,
   Effect.gen(function* () {
@@ -278,7 +289,9 @@ export const layer: Layer.Layer<
     const bodyBuffers = yield* BodyBuffers
     const tracing = yield* Tracing
     const retryBudget = yield* RetryBudget
+    const usageDb = yield* UsageDbStats
     return make({
+      usageDb,
       tenants: () => [...live.get().tenants.keys()],
       breakers: breakers.view,
       overspend: openRequests.bound,

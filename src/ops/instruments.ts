@@ -180,6 +180,16 @@ export const makeInstruments = (registry: Registry) => {
       labelNames: ["result"] as const,
       registers,
     }),
+    usageDbPending: new Gauge({
+      name: "tollgate_usage_db_pending_records",
+      help: "Usage records in the usage file (or waiting to be written to it) that the usage database has not confirmed yet.",
+      registers,
+    }),
+    usageDbErrors: new Counter({
+      name: "tollgate_usage_db_errors_total",
+      help: "Batches of usage records the usage database did not take (down, slow, refusing); they stay in the usage file and are sent again.",
+      registers,
+    }),
     bodyBuffered: new Gauge({
       name: "tollgate_buffered_bytes",
       help: "Request-body bytes held in memory now, counted against server.max_buffered_bytes.",

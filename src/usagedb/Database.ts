@@ -1,0 +1,224 @@
+/**
+ * The usage database (SPEC Part 3): PostgreSQL through Effect's SQL stack
+ * (`effect/sql` and `@effect/sql-pg`, its own wire-protocol client). This
+ * service is the only place that talks to it: it inserts batches of
+ * records, runs the admin API's queries, and reads and migrates the
+ * table's schema. Its errors are one tagged error with a `reason`; their
+ * messages never hold the URL's password.
+ */
+import { PgClient, PgTypes } from "@effect/sql-pg"
+import { Context, Data, Duration, Effect, Layer, Redacted, Result } from "effect"
+import * as Reactivity from "effect/reactivity/Reactivity"
+import type { SqlError } from "effect/sql/SqlError"
+import type { UsageRecord } from "../meter/record.js"
+import { COLUMNS, insertStatement, migrationStatements, SCHEMA_VERSION, versionOf } from "./table.js"
+
+/** Why the database did not answer as asked. */
+export type UsageDbReason = "connection" | "authentication" | "schema" | "timeout" | "query"
+
+export class UsageDbError extends Data.TaggedError("UsageDbError")<{
+  readonly reason: UsageDbReason
+  readonly message: string
+}> {}
+
+/** Rows as the database returns them: a column name to a value. */
+export type DbRow = Readonly<Record<string, unknown>>
+
+export interface UsageDatabaseService {
+  /** The table, as configured (`schema.table` or `table`). */
+  readonly table: string
+  /**
+   * Inserts `records` in one statement; records whose `request_id` is
+   * already in the table are left as they are. Returns how many rows were
+   * new. Fails after `timeoutMs` (default 10 s) with reason `timeout`.
+   */
+  readonly insert: (records: ReadonlyArray<UsageRecord>, timeoutMs?: number) => Effect.Effect<number, UsageDbError>
+  /** The table's schema version: 0 when there is no table, undefined for a table Tollgate did not make. */
+  readonly schemaVersion: Effect.Effect<number | undefined, UsageDbError>
+  /** Creates or upgrades the table and its indexes; returns the version found before. */
+  readonly migrate: Effect.Effect<number, UsageDbError>
+  /** Runs a read-only query with parameters (the admin API's), failing after `timeoutMs` (default 30 s). */
+  readonly select: (
+    sql: string,
+    params: ReadonlyArray<unknown>,
+    timeoutMs?: number,
+  ) => Effect.Effect<ReadonlyArray<DbRow>, UsageDbError>
+}
+
+export class UsageDatabase extends Context.Service<UsageDatabase, UsageDatabaseService>()(
+  "tollgate/usagedb/UsageDatabase",
+) {}
+
+/** `text` with every occurrence of `secret` (and its URL-encoded form) replaced. */
+const scrub = (text: string, secrets: ReadonlyArray<string>): string => {
+  let out = text
+  for (const secret of secrets) if (secret.length > 0) out = out.split(secret).join("***")
+  return out
+}
+
+/** The password of a `postgres://` URL, raw and decoded, to keep out of messages. */
+const secretsOf = (url: string): ReadonlyArray<string> => {
+  try {
+    const password = new URL(url).password
+    return password === "" ? [] : [password, decodeURIComponent(password)]
+  } catch {
+    return [url]
+  }
+}
+
+const reasonOf = (error: SqlError): UsageDbReason => {
+  switch (error.reason._tag) {
+    case "ConnectionError":
+      return "connection"
+    case "AuthenticationError":
+    case "AuthorizationError":
+      return "authentication"
+    case "StatementTimeoutError":
+    case "LockTimeoutError":
+      return "timeout"
+    case "SqlSyntaxError":
+      return "schema"
+    default:
+      return "query"
+  }
+}
+
+/** The words of a SqlError: its reason's message, and its cause's when that says more. */
+const describe = (error: SqlError): string => {
+  const reason = error.reason
+  const cause = reason.cause instanceof Error ? reason.cause.message : undefined
+  const message = reason.message ?? error.message
+  return cause !== undefined && !message.includes(cause) ? `${message}: ${cause}` : message
+}
+
+/** One column of a batch as an array parameter of the column's type. */
+const columnParameter = (
+  records: ReadonlyArray<UsageRecord>,
+  name: string,
+  type: (typeof COLUMNS)[number]["type"],
+): PgTypes.Parameter => {
+  const values = new Array<unknown>(records.length)
+  for (let i = 0; i < records.length; i++) {
+    const value = (records[i] as unknown as Record<string, unknown>)[name]
+    values[i] =
+      value === null || value === undefined
+        ? null
+        : type === "bigint"
+          ? BigInt(value as number)
+          : type === "timestamptz"
+            ? Date.parse(value as string)
+            : value
+  }
+  const oid = {
+    timestamptz: PgTypes.OID.timestamptz,
+    text: PgTypes.OID.text,
+    boolean: PgTypes.OID.bool,
+    integer: PgTypes.OID.int4,
+    bigint: PgTypes.OID.int8,
+  }[type]
+  const parameter = PgTypes.array(values, oid)
+  if (Result.isFailure(parameter)) throw parameter.failure
+  return parameter.success
+}
+
+const make = Effect.fnUntraced(function* (url: Redacted.Redacted<string>, table: string) {
+  const secrets = secretsOf(Redacted.value(url))
+  const client = yield* PgClient.make({
+    url,
+    applicationName: "tollgate",
+    maxConnections: 4,
+    connectTimeout: Duration.seconds(5),
+    acquireTimeout: Duration.seconds(10),
+    idleTimeout: Duration.seconds(60),
+  }).pipe(Effect.mapError((error) => toError(error, secrets)))
+  const insertSql = insertStatement(table)
+
+  const run = <A>(
+    effect: Effect.Effect<A, SqlError>,
+    timeoutMs: number,
+    what: string,
+  ): Effect.Effect<A, UsageDbError> =>
+    effect.pipe(
+      Effect.mapError((error) => toError(error, secrets)),
+      Effect.timeoutOrElse({
+        duration: Duration.millis(timeoutMs),
+        orElse: () =>
+          Effect.fail(new UsageDbError({ reason: "timeout", message: `${what}: no answer within ${timeoutMs} ms` })),
+      }),
+    )
+
+  const insert = (records: ReadonlyArray<UsageRecord>, timeoutMs = 10_000) =>
+    Effect.suspend(() => {
+      let params: Array<PgTypes.Parameter>
+      try {
+        params = COLUMNS.map((c) => columnParameter(records, c.name, c.type))
+      } catch (cause) {
+        return Effect.fail(
+          new UsageDbError({ reason: "query", message: `records not encodable: ${String(cause)}` }),
+        )
+      }
+      return run(client.unsafe(insertSql, params).raw, timeoutMs, "insert").pipe(
+        Effect.map((raw) => affected(raw, records.length)),
+      )
+    })
+
+  const schemaVersion = run(
+    client.unsafe<{ exists: boolean; comment: string | null }>(
+      "SELECT to_regclass($1) IS NOT NULL AS exists, obj_description(to_regclass($1), 'pg_class') AS comment",
+      [table],
+    ),
+    10_000,
+    "schema check",
+  ).pipe(Effect.map((rows) => (rows[0]?.exists !== true ? 0 : versionOf(rows[0].comment))))
+
+  const migrate = Effect.gen(function* () {
+    const from = yield* schemaVersion
+    if (from === undefined) {
+      return yield* new UsageDbError({
+        reason: "schema",
+        message: `table ${table} exists but was not made by tollgate (no schema version in its comment); name another usage.database.table`,
+      })
+    }
+    if (from > SCHEMA_VERSION) {
+      return yield* new UsageDbError({
+        reason: "schema",
+        message: `table ${table} has schema ${from}, newer than this tollgate's ${SCHEMA_VERSION}`,
+      })
+    }
+    if (from === SCHEMA_VERSION) return from
+    yield* run(
+      client.withTransaction(
+        Effect.forEach(migrationStatements(table, from), (statement) => client.unsafe(statement), {
+          discard: true,
+        }),
+      ),
+      120_000,
+      "migrate",
+    )
+    return from
+  })
+
+  const select = (sql: string, params: ReadonlyArray<unknown>, timeoutMs = 30_000) =>
+    run(client.unsafe<DbRow>(sql, params), timeoutMs, "query")
+
+  return UsageDatabase.of({ table, insert, schemaVersion, migrate, select })
+})
+
+/** The number of rows an INSERT reports (`INSERT 0 N`), else `fallback`. */
+const affected = (raw: unknown, fallback: number): number => {
+  const r = raw as { rowCount?: unknown; count?: unknown; command?: unknown } | null
+  if (typeof r?.rowCount === "number") return r.rowCount
+  if (typeof r?.count === "number") return r.count
+  return fallback
+}
+
+const toError = (error: SqlError, secrets: ReadonlyArray<string>): UsageDbError =>
+  new UsageDbError({ reason: reasonOf(error), message: scrub(describe(error), secrets) })
+
+/**
+ * The database at `url` (a pool of up to 4 connections, opened when first
+ * used, so building the layer never waits for the database), with `table`.
+ */
+export const layer = (url: Redacted.Redacted<string>, table: string): Layer.Layer<UsageDatabase, UsageDbError> =>
+  Layer.effect(UsageDatabase, make(url, table)).pipe(Layer.provide(Reactivity.layer))
+

@@ -1,0 +1,328 @@
+/**
+ * The usage database's writer (SPEC Part 3, ADR 0069): one fiber per copy
+ * that reads the usage file from the checkpoint on, a batch at a time, in
+ * order, inserts each batch (rows already there are left alone), and moves
+ * the checkpoint once the database has confirmed it. The file is the spool:
+ * nothing the request path does waits for the database, a database that is
+ * down or slow only makes the backlog in the file longer, and after a
+ * restart or an outage the writer goes on from the checkpoint. A record is
+ * in the table exactly once: sent again after a crash between the insert
+ * and the checkpoint, it is ignored by the primary key.
+ */
+import { Clock, Context, Data, Duration, Effect, Layer, Redacted } from "effect"
+import type { UsageDatabaseConfig } from "../config/model.js"
+import type { UsageRecord } from "../meter/record.js"
+import { UsageLog, type UsageLogService } from "../meter/UsageLog.js"
+import { UsageDbStats } from "../ops/UsageDbStats.js"
+import { UsageDatabase, UsageDbError } from "./Database.js"
+import { checkpointPath, readCheckpoint, SpoolReader, writeCheckpoint, type Checkpoint } from "./spool.js"
+import { SCHEMA_VERSION } from "./table.js"
+
+/** The database refused the start: no table, an old schema, or wrong credentials (exit 2, one line). */
+export class UsageDbStartError extends Data.TaggedError("UsageDbStartError")<{ readonly message: string }> {}
+
+/** Records per insert. */
+export const BATCH_RECORDS = 1000
+/** How often an idle writer looks for new records in the file. */
+const POLL_MS = 100
+/** Backoff after a failed batch: from the first to the last, doubling. */
+const BACKOFF_FIRST_MS = 250
+const BACKOFF_MAX_MS = 5000
+/** How long a shutdown waits for the database to take what is left (it stays in the file either way). */
+const FLUSH_AT_CLOSE_MS = 5000
+
+export interface UsageDbWriterService {
+  /** Counts one record handed to the usage log (a plain function: it runs once per request). */
+  readonly appended: () => void
+}
+
+export class UsageDbWriter extends Context.Service<UsageDbWriter, UsageDbWriterService>()(
+  "tollgate/usagedb/UsageDbWriter",
+) {}
+
+/** The database and table as the checkpoint names them: `host:port/database/table`, no credentials. */
+export const targetOf = (url: string, table: string): string => {
+  try {
+    const u = new URL(url)
+    return `${u.hostname}:${u.port || "5432"}${u.pathname}/${table}`
+  } catch {
+    return `?/${table}`
+  }
+}
+
+const INTEGER_FIELDS = [
+  "attempts",
+  "status",
+  "input_tokens",
+  "output_tokens",
+  "cache_read_tokens",
+  "cache_write_tokens",
+  "reserved_micro_usd",
+  "cost_micro_usd",
+  "duration_ms",
+] as const
+const TEXT_FIELDS = [
+  "request_id",
+  "tenant",
+  "key_id",
+  "route",
+  "endpoint",
+  "provider",
+  "model",
+  "session",
+  "error",
+  "upstream_endpoint",
+  "trace_id",
+  "budget",
+] as const
+
+/** Whether the table can hold `record` as it is: integer amounts, a time, text without NUL (PostgreSQL refuses it). */
+export const insertable = (record: UsageRecord): boolean => {
+  for (const field of INTEGER_FIELDS) if (!Number.isSafeInteger(record[field])) return false
+  if (record.attempts > 2_147_483_647 || record.status > 2_147_483_647) return false
+  for (const field of TEXT_FIELDS) {
+    const value = record[field]
+    if (value !== null && value.includes("\u0000")) return false
+  }
+  return Number.isFinite(Date.parse(record.ts))
+}
+
+/** What `checkAtStart` says of a schema version (undefined when it is the one needed). */
+const schemaProblem = (version: number | undefined, table: string, configPath: string): string | undefined => {
+  const migrate = `run \`tollgate usage migrate --config ${configPath}\``
+  if (version === 0) return `usage database: no table ${table}; ${migrate} first`
+  if (version === undefined)
+    return `usage database: table ${table} was not made by tollgate (no schema version in its comment); name another usage.database.table`
+  if (version < SCHEMA_VERSION)
+    return `usage database: table ${table} has schema ${version}, older than this tollgate needs (${SCHEMA_VERSION}); ${migrate}`
+  if (version > SCHEMA_VERSION)
+    return `usage database: table ${table} has schema ${version}, newer than this tollgate (${SCHEMA_VERSION}); upgrade tollgate`
+  return undefined
+}
+
+/**
+ * The check `serve` makes before it listens: the table's schema is the one
+ * this build writes. Fails (exit 2, one line) on a missing or older table
+ * and on refused credentials (naming the variable, never the URL); a
+ * database that does not answer is only a warning: records wait in the file.
+ * Returns whether the schema was seen to be right.
+ */
+const checkAtStart = (database: UsageDatabaseConfig, configPath: string) =>
+  Effect.gen(function* () {
+    const db = yield* UsageDatabase
+    const version = yield* db.schemaVersion.pipe(
+      Effect.catch((error) => {
+        if (error.reason === "authentication")
+          return Effect.fail(
+            new UsageDbStartError({
+              message: `usage database: the database refused the credentials in ${database.urlEnv} (${error.message})`,
+            }),
+          )
+        return Effect.as(
+          Effect.logWarning("usage database not answering at start; records wait in the usage file").pipe(
+            Effect.annotateLogs({ table: database.table, reason: error.reason, error: error.message }),
+          ),
+          null,
+        )
+      }),
+    )
+    if (version === null) return false
+    const problem = schemaProblem(version, database.table, configPath)
+    if (problem !== undefined) return yield* new UsageDbStartError({ message: problem })
+    return true
+  })
+
+const errorMessage = (cause: unknown): string => (cause instanceof Error ? cause.message : String(cause))
+
+const make = Effect.fnUntraced(function* (usageFile: string, database: UsageDatabaseConfig, configPath: string, url: string) {
+  const db = yield* UsageDatabase
+  const stats = yield* UsageDbStats
+  let verified = yield* checkAtStart(database, configPath)
+
+  const target = targetOf(url, database.table)
+  const checkpointFile = checkpointPath(usageFile)
+  const saved = readCheckpoint(checkpointFile)
+  const reader = new SpoolReader(usageFile, 0)
+  // Another file (rotated, replaced) or another database: everything in the file is sent (the key drops repeats).
+  const ino = yield* Effect.tryPromise(() => reader.start()).pipe(Effect.orElseSucceed(() => -1))
+  if (saved !== undefined && saved.target === target && saved.ino === ino) reader.offset = saved.offset
+  const backlog = yield* Effect.tryPromise(() => reader.countLines()).pipe(Effect.orElseSucceed(() => 0))
+  stats.pending = backlog
+  if (backlog > 0) {
+    yield* Effect.logInfo("usage database: records of the usage file not confirmed yet; sending them").pipe(
+      Effect.annotateLogs({ table: database.table, pending: backlog, from_offset: reader.offset }),
+    )
+  }
+
+  /** The outage being lived through: since when, and the first error; undefined while the database answers. */
+  let episode: { readonly since: number; errors: number } | undefined
+  let schemaLogged = false
+  let checkpointFailing = false
+
+  const failed = (error: UsageDbError) =>
+    Effect.gen(function* () {
+      stats.errors++
+      if (episode !== undefined) {
+        episode.errors++
+        return
+      }
+      episode = { since: yield* Clock.currentTimeMillis, errors: 1 }
+      yield* Effect.logWarning("usage database not answering; records wait in the usage file").pipe(
+        Effect.annotateLogs({
+          table: database.table,
+          reason: error.reason,
+          error: error.message,
+          pending: stats.pending,
+        }),
+      )
+    })
+
+  const recovered = Effect.gen(function* () {
+    if (episode === undefined) return
+    const now = yield* Clock.currentTimeMillis
+    yield* Effect.logInfo("usage database answering again; sending the records that waited").pipe(
+      Effect.annotateLogs({
+        table: database.table,
+        down_ms: now - episode.since,
+        failed_batches: episode.errors,
+        pending: stats.pending,
+      }),
+    )
+    episode = undefined
+  })
+
+  /** Moves the checkpoint past a confirmed batch. A checkpoint that cannot be written costs only repeats after a restart. */
+  const confirm = (end: number, lines: number) =>
+    Effect.suspend(() => {
+      reader.offset = end
+      stats.pending = Math.max(0, stats.pending - lines)
+      const checkpoint: Checkpoint = { offset: end, ino: reader.inode, target }
+      try {
+        writeCheckpoint(checkpointFile, checkpoint)
+        checkpointFailing = false
+        return Effect.void
+      } catch (cause) {
+        if (checkpointFailing) return Effect.void
+        checkpointFailing = true
+        return Effect.logWarning("usage database checkpoint not written; a restart sends some records again").pipe(
+          Effect.annotateLogs({ file: checkpointFile, error: errorMessage(cause) }),
+        )
+      }
+    })
+
+  /** One batch: `idle` (nothing new), `sent`, or `failed` (the batch stays in the file for the next try). */
+  const step: Effect.Effect<"idle" | "sent" | "failed"> = Effect.gen(function* () {
+    if (!verified) {
+      const version = yield* Effect.result(db.schemaVersion)
+      if (version._tag === "Failure") {
+        yield* failed(version.failure)
+        return "failed"
+      }
+      const problem = schemaProblem(version.success, database.table, configPath)
+      if (problem !== undefined) {
+        if (!schemaLogged)
+          yield* Effect.logError(`${problem}; records wait in the usage file`).pipe(
+            Effect.annotateLogs({ table: database.table }),
+          )
+        schemaLogged = true
+        stats.errors++
+        return "failed"
+      }
+      verified = true
+    }
+    const read = yield* Effect.result(Effect.tryPromise(() => reader.next(BATCH_RECORDS)))
+    if (read._tag === "Failure") {
+      yield* failed(new UsageDbError({ reason: "query", message: `usage file: ${errorMessage(read.failure)}` }))
+      return "failed"
+    }
+    const batch = read.success
+    if (batch === undefined) return "idle"
+    const records = batch.records.filter(insertable)
+    const refused = batch.records.length - records.length + batch.skipped
+    if (refused > 0) {
+      yield* Effect.logWarning("usage database: lines of the usage file that are not records it can hold, skipped").pipe(
+        Effect.annotateLogs({ file: usageFile, lines: refused, before_offset: batch.end }),
+      )
+    }
+    if (records.length > 0) {
+      const sent = yield* Effect.result(db.insert(records))
+      if (sent._tag === "Failure") {
+        yield* failed(sent.failure)
+        return "failed"
+      }
+    }
+    yield* confirm(batch.end, batch.lines)
+    yield* recovered
+    return "sent"
+  })
+
+  const loop = Effect.gen(function* () {
+    let backoff = BACKOFF_FIRST_MS
+    for (;;) {
+      const outcome = yield* step
+      if (outcome === "sent") {
+        backoff = BACKOFF_FIRST_MS
+        continue
+      }
+      if (outcome === "idle") {
+        yield* Effect.sleep(Duration.millis(POLL_MS))
+        continue
+      }
+      yield* Effect.sleep(Duration.millis(backoff))
+      backoff = Math.min(backoff * 2, BACKOFF_MAX_MS)
+    }
+  })
+
+  // Closing: after the loop is interrupted (added first, so it runs last), what is left goes to a database
+  // that answers, for up to FLUSH_AT_CLOSE_MS; the rest waits in the file for the next start.
+  yield* Effect.addFinalizer(() =>
+    Effect.gen(function* () {
+      if (episode === undefined && verified) {
+        for (;;) {
+          const outcome = yield* step
+          if (outcome !== "sent") break
+        }
+      }
+      yield* Effect.promise(() => reader.close())
+    }).pipe(Effect.timeout(Duration.millis(FLUSH_AT_CLOSE_MS)), Effect.ignore),
+  )
+  yield* Effect.forkScoped(loop)
+
+  return UsageDbWriter.of({
+    appended: () => {
+      stats.pending++
+    },
+  })
+})
+
+/**
+ * The writer of `usage.database`: checks the table at start (fails with
+ * `UsageDbStartError` on a missing or old schema or refused credentials),
+ * then sends the usage file's records from the checkpoint on, until the
+ * layer closes (then what the database takes within 5 s).
+ */
+export const layer = (
+  usageFile: string,
+  database: UsageDatabaseConfig,
+  configPath: string,
+  url: Redacted.Redacted<string>,
+): Layer.Layer<UsageDbWriter, UsageDbStartError, UsageDatabase | UsageDbStats> =>
+  Layer.effect(UsageDbWriter, make(usageFile, database, configPath, Redacted.value(url)))
+
+/** `log` with every record also counted as waiting for the database (`tollgate_usage_db_pending_records`). */
+export const withWriter = <E, R>(log: Layer.Layer<UsageLog, E, R>): Layer.Layer<UsageLog, E, R | UsageDbWriter> =>
+  Layer.effect(
+    UsageLog,
+    Effect.gen(function* () {
+      const inner = yield* UsageLog
+      const writer = yield* UsageDbWriter
+      return {
+        append: (record) => Effect.andThen(inner.append(record), Effect.sync(writer.appended)),
+        queue: (record) => {
+          inner.queue(record)
+          writer.appended()
+        },
+        afterWrite: inner.afterWrite,
+      } satisfies UsageLogService
+    }),
+  ).pipe(Layer.provide(log))

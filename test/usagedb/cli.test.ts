@@ -1,0 +1,155 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { generateKey, hashKey } from "../../src/keys/keys.js"
+import { startPostgres, type PostgresHandle } from "../support/postgres.js"
+import {
+  FAKEPROVIDER,
+  GATEWAY_UPSTREAM_KEY_ENV,
+  runBinary,
+  startBinary,
+  TOLLGATE,
+  writeGatewayConfig,
+  type Running,
+} from "../support/processes.js"
+import { tempDir } from "../support/tempDirs.js"
+
+let pg: PostgresHandle
+let fake: Running
+const running: Array<Running> = []
+
+beforeAll(async () => {
+  pg = await startPostgres()
+  fake = await startBinary(FAKEPROVIDER, ["--listen", "127.0.0.1:0"])
+}, 60_000)
+
+afterAll(async () => {
+  await Promise.all(running.map((r) => r.stop("SIGKILL")))
+  await fake?.stop()
+  await pg?.stop()
+})
+
+const URL_ENV = "TG_TEST_USAGE_DB"
+
+/** A config dir whose usage.database names `database` (a fresh one) through URL_ENV. */
+const setup = (database: string) => {
+  const url = pg.createDatabase(database)
+  const dir = tempDir("tollgate-usagedb-cli-")
+  const config = writeGatewayConfig({
+    dir,
+    upstreamUrl: fake.url,
+    keyHash: hashKey(generateKey()),
+    sections: { usage: { file: "usage.jsonl", database: { url_env: URL_ENV } } },
+  })
+  return { url, dir, config, env: { [URL_ENV]: url, [GATEWAY_UPSTREAM_KEY_ENV]: "sk-test" } }
+}
+
+describe("tollgate usage migrate", () => {
+  it("creates the table and its indexes at schema 1, and a second run has nothing to do", async () => {
+    const { config, env } = setup("migrate_once")
+    const first = await runBinary(TOLLGATE, ["usage", "migrate", "--config", config], env)
+    expect(first.stderr).toBe("")
+    expect(first.code).toBe(0)
+    expect(first.stdout.trim()).toBe("created table tollgate_usage (schema 1) and its indexes")
+    expect(pg.psql("SELECT obj_description('tollgate_usage'::regclass, 'pg_class')", "migrate_once")).toBe(
+      "tollgate usage schema 1",
+    )
+    const columns = pg.psql(
+      "SELECT string_agg(column_name || ':' || data_type, ',' ORDER BY ordinal_position) FROM information_schema.columns WHERE table_name = 'tollgate_usage'",
+      "migrate_once",
+    )
+    expect(columns).toBe(
+      [
+        "ts:timestamp with time zone",
+        "request_id:text",
+        "tenant:text",
+        "key_id:text",
+        "route:text",
+        "endpoint:text",
+        "stream:boolean",
+        "provider:text",
+        "model:text",
+        "attempts:integer",
+        "status:integer",
+        "input_tokens:bigint",
+        "output_tokens:bigint",
+        "cache_read_tokens:bigint",
+        "cache_write_tokens:bigint",
+        "reserved_micro_usd:bigint",
+        "cost_micro_usd:bigint",
+        "usage_estimated:boolean",
+        "incomplete:boolean",
+        "session:text",
+        "duration_ms:bigint",
+        "error:text",
+        "upstream_endpoint:text",
+        "trace_id:text",
+        "budget:text",
+      ].join(","),
+    )
+    expect(
+      pg.psql(
+        "SELECT string_agg(indexname, ',' ORDER BY indexname) FROM pg_indexes WHERE tablename = 'tollgate_usage'",
+        "migrate_once",
+      ),
+    ).toBe(
+      "tollgate_usage_model_ts,tollgate_usage_pkey,tollgate_usage_route_ts,tollgate_usage_tenant_key_ts,tollgate_usage_tenant_ts,tollgate_usage_ts",
+    )
+    const second = await runBinary(TOLLGATE, ["usage", "migrate", "--config", config], env)
+    expect(second.code).toBe(0)
+    expect(second.stdout.trim()).toBe("table tollgate_usage is at schema 1: nothing to do")
+  })
+
+  it("without usage.database in the config: one line, exit 2", async () => {
+    const dir = tempDir("tollgate-usagedb-cli-")
+    const config = writeGatewayConfig({ dir, upstreamUrl: fake.url, keyHash: hashKey(generateKey()) })
+    const run = await runBinary(TOLLGATE, ["usage", "migrate", "--config", config], {
+      [GATEWAY_UPSTREAM_KEY_ENV]: "sk-test",
+    })
+    expect(run.code).toBe(2)
+    expect(run.stderr.trim().split("\n")).toEqual([`tollgate: no usage.database in ${config}: nothing to migrate`])
+  })
+})
+
+describe("tollgate serve with usage.database", () => {
+  it("refuses an empty database (no migrate): one clear line, exit 2", async () => {
+    const { config, env } = setup("never_migrated")
+    const run = await runBinary(TOLLGATE, ["serve", "--config", config], env)
+    expect(run.code).toBe(2)
+    expect(run.stdout).not.toContain("listening on")
+    // The one line that is not a JSON log line (the start logs what it did before it met the database).
+    const lines = run.stderr.trim().split("\n").filter((line) => !line.startsWith("{"))
+    expect(lines).toHaveLength(1)
+    expect(lines[0]).toBe(
+      `tollgate: usage database: no table tollgate_usage; run \`tollgate usage migrate --config ${config}\` first`,
+    )
+  })
+
+  it("refuses a wrong password: one line naming the variable, the password nowhere in the output", async () => {
+    const { config } = setup("wrong_password")
+    const secret = "not-the-password-4f9c2a"
+    const env = { [URL_ENV]: pg.urlOf("wrong_password", secret), [GATEWAY_UPSTREAM_KEY_ENV]: "sk-test" }
+    for (const args of [
+      ["serve", "--config", config],
+      ["usage", "migrate", "--config", config],
+    ]) {
+      const run = await runBinary(TOLLGATE, args, env)
+      expect(run.code).toBe(2)
+      const lines = run.stderr.trim().split("\n").filter((line) => !line.startsWith("{"))
+      expect(lines).toHaveLength(1)
+      const last = lines[0]!
+      expect(last).toMatch(
+        new RegExp(`^tollgate: usage database: the database refused the credentials in ${URL_ENV} \\(.*password authentication failed`),
+      )
+      expect(run.stdout + run.stderr).not.toContain(secret)
+      expect(run.stdout + run.stderr).not.toContain(pg.password)
+    }
+  })
+
+  it("starts against a migrated table", async () => {
+    const { config, env } = setup("migrated_then_serve")
+    expect((await runBinary(TOLLGATE, ["usage", "migrate", "--config", config], env)).code).toBe(0)
+    const gateway = await startBinary(TOLLGATE, ["serve", "--config", config], env)
+    running.push(gateway)
+    expect(gateway.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/)
+    expect(await gateway.stop()).toBe(0)
+  })
+})
