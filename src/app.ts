@@ -29,10 +29,7 @@ import * as UsageDatabase from "./usagedb/Database.js"
 import * as UsageDbWriter from "./usagedb/Writer.js"
 
 type UsageError =
-  | UsageFileError
-  | UsageDatabase.UsageDbError
-  | UsageDbWriter.UsageDbStartError
-  | EffectConfig.ConfigError
+  UsageFileError | UsageDatabase.UsageDbError | UsageDbWriter.UsageDbStartError | EffectConfig.ConfigError
 
 /**
  * The usage log and the index `/admin/usage` reads: the file and this copy's

@@ -123,7 +123,9 @@ const makeHandlers = Effect.gen(function* () {
       Effect.catchTag("TooManyBuckets", (error) =>
         Effect.succeed(failure(400, "invalid_request_error", error.message, { param: error.param })),
       ),
-      Effect.catchTag("UsageUnavailable", (error) => Effect.succeed(failure(503, "api_error", error.message))),
+      Effect.catchTag("UsageUnavailable", (error) =>
+        Effect.succeed(failure(503, "api_error", error.message)),
+      ),
     )
   })
 

@@ -110,7 +110,15 @@ export const seriesFrame = (
       }),
     )
   }
-  return Result.succeed({ tenant: query.tenant, since, until, resolution, start: firstBucket * size, size, buckets })
+  return Result.succeed({
+    tenant: query.tenant,
+    since,
+    until,
+    resolution,
+    start: firstBucket * size,
+    size,
+    buckets,
+  })
 }
 
 /** The sums of a series being counted, one slot per bucket. */

@@ -26,7 +26,10 @@ const migrateCommand = Command.make("migrate", { config: configOption }, ({ conf
       return yield* new MigrateFailed({ message: `no usage.database in ${path}: nothing to migrate` })
     const url = yield* EffectConfig.Redacted(database.urlEnv).pipe(
       Effect.mapError(
-        () => new MigrateFailed({ message: `usage.database.url_env: environment variable ${database.urlEnv} is unset` }),
+        () =>
+          new MigrateFailed({
+            message: `usage.database.url_env: environment variable ${database.urlEnv} is unset`,
+          }),
       ),
     )
     const from = yield* Effect.gen(function* () {

@@ -12,7 +12,12 @@ export interface UsageDbCounts {
   errors: number
 }
 
-export class UsageDbStats extends Context.Service<UsageDbStats, UsageDbCounts>()("tollgate/ops/UsageDbStats") {
+export class UsageDbStats extends Context.Service<UsageDbStats, UsageDbCounts>()(
+  "tollgate/ops/UsageDbStats",
+) {
   /** Fresh zero counts. */
-  static readonly layer: Layer.Layer<UsageDbStats> = Layer.sync(UsageDbStats, () => ({ pending: 0, errors: 0 }))
+  static readonly layer: Layer.Layer<UsageDbStats> = Layer.sync(UsageDbStats, () => ({
+    pending: 0,
+    errors: 0,
+  }))
 }

@@ -32,7 +32,10 @@ export interface UsageDatabaseService {
    * already in the table are left as they are. Returns how many rows were
    * new. Fails after `timeoutMs` (default 10 s) with reason `timeout`.
    */
-  readonly insert: (records: ReadonlyArray<UsageRecord>, timeoutMs?: number) => Effect.Effect<number, UsageDbError>
+  readonly insert: (
+    records: ReadonlyArray<UsageRecord>,
+    timeoutMs?: number,
+  ) => Effect.Effect<number, UsageDbError>
   /** The table's schema version: 0 when there is no table, undefined for a table Tollgate did not make. */
   readonly schemaVersion: Effect.Effect<number | undefined, UsageDbError>
   /** Creates or upgrades the table and its indexes; returns the version found before. */
@@ -126,6 +129,9 @@ const make = Effect.fnUntraced(function* (url: Redacted.Redacted<string>, table:
   const client = yield* PgClient.make({
     url,
     applicationName: "tollgate",
+    // A confirmed batch moves the checkpoint: its commit must survive a crash of the server, whatever the
+    // server's default (synchronous_commit = off loses the last commits it acknowledged).
+    startupParameters: { synchronous_commit: "on" },
     maxConnections: 4,
     connectTimeout: Duration.seconds(5),
     acquireTimeout: Duration.seconds(10),
@@ -143,7 +149,9 @@ const make = Effect.fnUntraced(function* (url: Redacted.Redacted<string>, table:
       Effect.timeoutOrElse({
         duration: Duration.millis(timeoutMs),
         orElse: () =>
-          Effect.fail(new UsageDbError({ reason: "timeout", message: `${what}: no answer within ${timeoutMs} ms` })),
+          Effect.fail(
+            new UsageDbError({ reason: "timeout", message: `${what}: no answer within ${timeoutMs} ms` }),
+          ),
       }),
     )
 
@@ -219,6 +227,8 @@ const toError = (error: SqlError, secrets: ReadonlyArray<string>): UsageDbError 
  * The database at `url` (a pool of up to 4 connections, opened when first
  * used, so building the layer never waits for the database), with `table`.
  */
-export const layer = (url: Redacted.Redacted<string>, table: string): Layer.Layer<UsageDatabase, UsageDbError> =>
+export const layer = (
+  url: Redacted.Redacted<string>,
+  table: string,
+): Layer.Layer<UsageDatabase, UsageDbError> =>
   Layer.effect(UsageDatabase, make(url, table)).pipe(Layer.provide(Reactivity.layer))
-

@@ -9,7 +9,7 @@
  * in the table exactly once: sent again after a crash between the insert
  * and the checkpoint, it is ignored by the primary key.
  */
-import { Clock, Context, Data, Duration, Effect, Layer, Redacted } from "effect"
+import { Cause, Clock, Context, Data, Duration, Effect, Layer, Redacted } from "effect"
 import type { UsageDatabaseConfig } from "../config/model.js"
 import type { UsageRecord } from "../meter/record.js"
 import { UsageLog, type UsageLogService } from "../meter/UsageLog.js"
@@ -88,7 +88,11 @@ export const insertable = (record: UsageRecord): boolean => {
 }
 
 /** What `checkAtStart` says of a schema version (undefined when it is the one needed). */
-const schemaProblem = (version: number | undefined, table: string, configPath: string): string | undefined => {
+const schemaProblem = (
+  version: number | undefined,
+  table: string,
+  configPath: string,
+): string | undefined => {
   const migrate = `run \`tollgate usage migrate --config ${configPath}\``
   if (version === 0) return `usage database: no table ${table}; ${migrate} first`
   if (version === undefined)
@@ -134,7 +138,12 @@ const checkAtStart = (database: UsageDatabaseConfig, configPath: string) =>
 
 const errorMessage = (cause: unknown): string => (cause instanceof Error ? cause.message : String(cause))
 
-const make = Effect.fnUntraced(function* (usageFile: string, database: UsageDatabaseConfig, configPath: string, url: string) {
+const make = Effect.fnUntraced(function* (
+  usageFile: string,
+  database: UsageDatabaseConfig,
+  configPath: string,
+  url: string,
+) {
   const db = yield* UsageDatabase
   const stats = yield* UsageDbStats
   let verified = yield* checkAtStart(database, configPath)
@@ -204,9 +213,9 @@ const make = Effect.fnUntraced(function* (usageFile: string, database: UsageData
       } catch (cause) {
         if (checkpointFailing) return Effect.void
         checkpointFailing = true
-        return Effect.logWarning("usage database checkpoint not written; a restart sends some records again").pipe(
-          Effect.annotateLogs({ file: checkpointFile, error: errorMessage(cause) }),
-        )
+        return Effect.logWarning(
+          "usage database checkpoint not written; a restart sends some records again",
+        ).pipe(Effect.annotateLogs({ file: checkpointFile, error: errorMessage(cause) }))
       }
     })
 
@@ -232,7 +241,9 @@ const make = Effect.fnUntraced(function* (usageFile: string, database: UsageData
     }
     const read = yield* Effect.result(Effect.tryPromise(() => reader.next(BATCH_RECORDS)))
     if (read._tag === "Failure") {
-      yield* failed(new UsageDbError({ reason: "query", message: `usage file: ${errorMessage(read.failure)}` }))
+      yield* failed(
+        new UsageDbError({ reason: "query", message: `usage file: ${errorMessage(read.failure)}` }),
+      )
       return "failed"
     }
     const batch = read.success
@@ -240,9 +251,9 @@ const make = Effect.fnUntraced(function* (usageFile: string, database: UsageData
     const records = batch.records.filter(insertable)
     const refused = batch.records.length - records.length + batch.skipped
     if (refused > 0) {
-      yield* Effect.logWarning("usage database: lines of the usage file that are not records it can hold, skipped").pipe(
-        Effect.annotateLogs({ file: usageFile, lines: refused, before_offset: batch.end }),
-      )
+      yield* Effect.logWarning(
+        "usage database: lines of the usage file that are not records it can hold, skipped",
+      ).pipe(Effect.annotateLogs({ file: usageFile, lines: refused, before_offset: batch.end }))
     }
     if (records.length > 0) {
       const sent = yield* Effect.result(db.insert(records))
@@ -256,10 +267,27 @@ const make = Effect.fnUntraced(function* (usageFile: string, database: UsageData
     return "sent"
   })
 
+  /** `step`, with a defect (a bug, or a driver that threw) logged and taken as a failed batch: the loop never dies. */
+  const guardedStep = step.pipe(
+    Effect.catchCause((cause) =>
+      Effect.as(
+        Effect.andThen(
+          Effect.sync(() => {
+            stats.errors++
+          }),
+          Effect.logError("usage database writer: unexpected failure; the batch is tried again").pipe(
+            Effect.annotateLogs({ cause: Cause.pretty(cause) }),
+          ),
+        ),
+        "failed" as const,
+      ),
+    ),
+  )
+
   const loop = Effect.gen(function* () {
     let backoff = BACKOFF_FIRST_MS
     for (;;) {
-      const outcome = yield* step
+      const outcome = yield* guardedStep
       if (outcome === "sent") {
         backoff = BACKOFF_FIRST_MS
         continue
@@ -310,7 +338,9 @@ export const layer = (
   Layer.effect(UsageDbWriter, make(usageFile, database, configPath, Redacted.value(url)))
 
 /** `log` with every record also counted as waiting for the database (`tollgate_usage_db_pending_records`). */
-export const withWriter = <E, R>(log: Layer.Layer<UsageLog, E, R>): Layer.Layer<UsageLog, E, R | UsageDbWriter> =>
+export const withWriter = <E, R>(
+  log: Layer.Layer<UsageLog, E, R>,
+): Layer.Layer<UsageLog, E, R | UsageDbWriter> =>
   Layer.effect(
     UsageLog,
     Effect.gen(function* () {

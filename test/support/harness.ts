@@ -98,6 +98,7 @@ export const startHarness = async (options: HarnessOptions = {}): Promise<Harnes
         mode: "serve",
         prices: options.prices ?? PRICES,
       }),
+      options.env,
     ),
   )
   const scope = Effect.runSync(Scope.make())

@@ -105,7 +105,9 @@ describe("tollgate usage migrate", () => {
       [GATEWAY_UPSTREAM_KEY_ENV]: "sk-test",
     })
     expect(run.code).toBe(2)
-    expect(run.stderr.trim().split("\n")).toEqual([`tollgate: no usage.database in ${config}: nothing to migrate`])
+    expect(run.stderr.trim().split("\n")).toEqual([
+      `tollgate: no usage.database in ${config}: nothing to migrate`,
+    ])
   })
 })
 
@@ -116,7 +118,10 @@ describe("tollgate serve with usage.database", () => {
     expect(run.code).toBe(2)
     expect(run.stdout).not.toContain("listening on")
     // The one line that is not a JSON log line (the start logs what it did before it met the database).
-    const lines = run.stderr.trim().split("\n").filter((line) => !line.startsWith("{"))
+    const lines = run.stderr
+      .trim()
+      .split("\n")
+      .filter((line) => !line.startsWith("{"))
     expect(lines).toHaveLength(1)
     expect(lines[0]).toBe(
       `tollgate: usage database: no table tollgate_usage; run \`tollgate usage migrate --config ${config}\` first`,
@@ -133,11 +138,16 @@ describe("tollgate serve with usage.database", () => {
     ]) {
       const run = await runBinary(TOLLGATE, args, env)
       expect(run.code).toBe(2)
-      const lines = run.stderr.trim().split("\n").filter((line) => !line.startsWith("{"))
+      const lines = run.stderr
+        .trim()
+        .split("\n")
+        .filter((line) => !line.startsWith("{"))
       expect(lines).toHaveLength(1)
       const last = lines[0]!
       expect(last).toMatch(
-        new RegExp(`^tollgate: usage database: the database refused the credentials in ${URL_ENV} \\(.*password authentication failed`),
+        new RegExp(
+          `^tollgate: usage database: the database refused the credentials in ${URL_ENV} \\(.*password authentication failed`,
+        ),
       )
       expect(run.stdout + run.stderr).not.toContain(secret)
       expect(run.stdout + run.stderr).not.toContain(pg.password)
