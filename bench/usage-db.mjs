@@ -1,0 +1,186 @@
+#!/usr/bin/env node
+/**
+ * The usage database, measured (ADR 0069): how fast one copy's writer sends
+ * a backlog of records from its usage file to PostgreSQL (records/s), and
+ * how long `/admin/usage` takes grouped by tenant and by day over a month
+ * of 1 and 10 million rows.
+ *
+ *   npm run build && node bench/usage-db.mjs [--backlog 200000] [--rows 1000000,10000000]
+ *
+ * Starts its own PostgreSQL (Debian's package: initdb + postgres in a temp
+ * folder, as the `postgres` user when run as root) and `bin/tollgate serve`;
+ * removes both at the end. Prints one JSON object per measurement.
+ */
+import { execFileSync, spawn } from "node:child_process"
+import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs"
+import { createServer } from "node:net"
+import { tmpdir } from "node:os"
+import { join, resolve } from "node:path"
+import { parseArgs } from "node:util"
+
+const { values } = parseArgs({
+  options: { backlog: { type: "string", default: "200000" }, rows: { type: "string", default: "1000000,10000000" } },
+})
+const BACKLOG = Number(values.backlog)
+const ROWS = values.rows.split(",").map(Number)
+const ROOT = resolve(import.meta.dirname, "..")
+const TOLLGATE = join(ROOT, "bin/tollgate")
+const root = mkdtempSync(join(tmpdir(), "tollgate-bench-usagedb-"))
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+
+const freePort = () =>
+  new Promise((done) => {
+    const s = createServer().listen(0, "127.0.0.1", () => {
+      const { port } = s.address()
+      s.close(() => done(port))
+    })
+  })
+
+const pgBin = () => {
+  const base = "/usr/lib/postgresql"
+  const v = existsSync(base) ? readdirSync(base).sort((a, b) => Number(b) - Number(a))[0] : undefined
+  return v === undefined ? "" : join(base, v, "bin")
+}
+const bin = (name) => (pgBin() === "" ? name : join(pgBin(), name))
+const asPg = (cmd, args) =>
+  process.getuid?.() === 0 ? ["setpriv", ["--reuid=postgres", "--regid=postgres", "--init-groups", cmd, ...args]] : [cmd, args]
+
+const children = []
+const cleanup = () => {
+  for (const c of children) c.kill("SIGKILL")
+  rmSync(root, { recursive: true, force: true })
+}
+process.on("exit", cleanup)
+
+const pgPort = await freePort()
+const password = "bench"
+writeFileSync(join(root, "pw"), password)
+if (process.getuid?.() === 0) {
+  const uid = Number(execFileSync("id", ["-u", "postgres"]))
+  const gid = Number(execFileSync("id", ["-g", "postgres"]))
+  chownSync(root, uid, gid)
+  chownSync(join(root, "pw"), uid, gid)
+}
+const data = join(root, "data")
+execFileSync(...asPg(bin("initdb"), ["-D", data, "-U", "postgres", "--auth=scram-sha-256", `--pwfile=${join(root, "pw")}`, "-E", "UTF8", "--locale=C", "--no-sync"]), { stdio: "ignore" })
+// Defaults but for a cache size of a small production server; fsync stays on.
+const [pgCmd, pgArgs] = asPg(bin("postgres"), ["-D", data, "-p", String(pgPort), "-k", root, "-c", "listen_addresses=127.0.0.1", "-c", "shared_buffers=1GB", "-c", "work_mem=64MB", "-c", "max_wal_size=8GB"])
+children.push(spawn(pgCmd, pgArgs, { stdio: "ignore" }))
+for (;;) {
+  try {
+    execFileSync(bin("pg_isready"), ["-h", "127.0.0.1", "-p", String(pgPort), "-q"])
+    break
+  } catch {
+    await sleep(100)
+  }
+}
+const url = `postgres://postgres:${password}@127.0.0.1:${pgPort}/postgres`
+const psql = (sql) => execFileSync("psql", ["-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", url, "-c", sql]).toString().trim()
+
+// A month of synthetic records (50 tenants, 4 keys each, 3 routes, 2 models), the file a copy would have written.
+const monthStart = Date.UTC(new Date().getUTCFullYear(), new Date().getUTCMonth(), 1)
+const record = (i) => {
+  const tenant = `t${i % 50}`
+  return {
+    ts: new Date(monthStart + (i % 2_000_000) * 1000).toISOString(),
+    request_id: `bench-${i}`,
+    tenant,
+    key_id: `k${i % 4}`,
+    route: `r${i % 3}`,
+    endpoint: "/v1/messages",
+    stream: i % 10 === 0,
+    provider: "anthropic",
+    model: i % 2 === 0 ? "claude-sonnet-5-5" : "claude-haiku-5",
+    attempts: 1,
+    status: i % 50 === 0 ? 529 : 200,
+    input_tokens: 100 + (i % 900),
+    output_tokens: 10 + (i % 400),
+    cache_read_tokens: 0,
+    cache_write_tokens: 0,
+    reserved_micro_usd: 50_000,
+    cost_micro_usd: 300 + (i % 5000),
+    usage_estimated: false,
+    incomplete: false,
+    session: `d-${(i % 997).toString(16).padStart(24, "0")}`,
+    duration_ms: 200 + (i % 3000),
+    error: null,
+    upstream_endpoint: "/v1/messages",
+    trace_id: null,
+    budget: null,
+  }
+}
+const dir = join(root, "gw")
+execFileSync("mkdir", ["-p", dir])
+const lines = []
+for (let i = 0; i < BACKLOG; i++) lines.push(JSON.stringify(record(i)))
+writeFileSync(join(dir, "usage.jsonl"), lines.length === 0 ? "" : lines.join("\n") + "\n")
+writeFileSync(join(dir, "pricing.yaml"), "prices:\n  - { model: claude-sonnet-5-5, input: 3, output: 10 }\n")
+writeFileSync(
+  join(dir, "tollgate.yaml"),
+  [
+    "server: { listen: 127.0.0.1:0 }",
+    "admin: { token_env: BENCH_ADMIN }",
+    "usage: { file: usage.jsonl, database: { url_env: BENCH_DB } }",
+    "pricing: { file: pricing.yaml }",
+    "providers: { a: { kind: anthropic, base_url: 'http://127.0.0.1:9', api_key_env: BENCH_KEY } }",
+    "routes: { r0: { api: anthropic, targets: [{ provider: a, model: claude-sonnet-5-5 }] } }",
+    `tenants: { t0: { keys: [{ id: k0, sha256: ${"a".repeat(64)} }], routes: "*" } }`,
+  ].join("\n"),
+)
+const env = { ...process.env, BENCH_DB: url, BENCH_ADMIN: "bench-admin", BENCH_KEY: "sk" }
+execFileSync(process.execPath, [TOLLGATE, "usage", "migrate", "--config", join(dir, "tollgate.yaml")], { env })
+
+const started = performance.now()
+const gateway = spawn(process.execPath, [TOLLGATE, "serve", "--config", join(dir, "tollgate.yaml")], { env, stdio: ["ignore", "pipe", "inherit"] })
+children.push(gateway)
+const gatewayUrl = await new Promise((done) => {
+  let out = ""
+  gateway.stdout.on("data", (c) => {
+    out += c
+    const m = /listening on (\S+)/.exec(out)
+    if (m) done(m[1])
+  })
+})
+const pending = async () => {
+  const text = await (await fetch(`${gatewayUrl}/metrics`)).text()
+  return Number(/^tollgate_usage_db_pending_records (\S+)/m.exec(text)?.[1])
+}
+while ((await pending()) > 0) await sleep(50)
+const seconds = (performance.now() - started) / 1000
+console.log(JSON.stringify({ measure: "writer backlog", records: BACKLOG, seconds: +seconds.toFixed(2), records_per_s: Math.round(BACKLOG / seconds), rows: Number(psql("SELECT count(*) FROM tollgate_usage")) }))
+
+const time = async (path) => {
+  const runs = []
+  for (let i = 0; i < 3; i++) {
+    const t = performance.now()
+    const r = await fetch(`${gatewayUrl}${path}`, { headers: { authorization: "Bearer bench-admin" } })
+    await r.json()
+    if (r.status !== 200) throw new Error(`${path}: ${r.status}`)
+    runs.push(performance.now() - t)
+  }
+  return runs.sort((a, b) => a - b)[1]
+}
+const since = encodeURIComponent(new Date(monthStart).toISOString())
+for (const target of ROWS) {
+  const have = Number(psql("SELECT count(*) FROM tollgate_usage"))
+  if (target > have) {
+    const t = performance.now()
+    // Rows as the writer writes them (the same columns and spread over the month), in steps of 1M.
+    for (let from = have; from < target; from += 1_000_000) {
+      const to = Math.min(target, from + 1_000_000)
+      psql(`INSERT INTO tollgate_usage SELECT to_timestamp(${monthStart / 1000} + (i % 2000000)), 'fill-' || i, 't' || (i % 50), 'k' || (i % 4), 'r' || (i % 3), '/v1/messages', i % 10 = 0, 'anthropic', CASE WHEN i % 2 = 0 THEN 'claude-sonnet-5-5' ELSE 'claude-haiku-5' END, 1, CASE WHEN i % 50 = 0 THEN 529 ELSE 200 END, 100 + i % 900, 10 + i % 400, 0, 0, 50000, 300 + i % 5000, false, false, 'd-' || lpad(to_hex(i % 997), 24, '0'), 200 + i % 3000, NULL, '/v1/messages', NULL, NULL FROM generate_series(${from}, ${to - 1}) AS i`)
+    }
+    psql("VACUUM ANALYZE tollgate_usage")
+    console.error(`filled to ${target} rows in ${((performance.now() - t) / 1000).toFixed(0)} s`)
+  }
+  const size = psql("SELECT pg_size_pretty(pg_total_relation_size('tollgate_usage'))")
+  const measures = {
+    month_by_tenant: await time(`/admin/usage?since=${since}&group_by=tenant`),
+    month_by_day: await time(`/admin/usage?since=${since}&group_by=day`),
+    month_one_tenant_by_day: await time(`/admin/usage?since=${since}&tenant=t7&group_by=day`),
+    month_one_tenant_by_model: await time(`/admin/usage?since=${since}&tenant=t7&group_by=model`),
+  }
+  console.log(JSON.stringify({ measure: "admin usage query (median of 3, ms)", rows: target, table_size: size, ...Object.fromEntries(Object.entries(measures).map(([k, v]) => [k, +v.toFixed(1)])) }))
+}
+gateway.kill("SIGTERM")
+await new Promise((r) => gateway.once("exit", r))
