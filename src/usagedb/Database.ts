@@ -28,14 +28,15 @@ export interface UsageDatabaseService {
   /** The table, as configured (`schema.table` or `table`). */
   readonly table: string
   /**
-   * Inserts `records` in one statement; records whose `request_id` is
-   * already in the table are left as they are. Returns how many rows were
-   * new. Fails after `timeoutMs` (default 10 s) with reason `timeout`.
+   * Inserts `records` and adds them to the hourly totals, in one statement
+   * (one transaction); records whose `request_id` is already in the table
+   * are left as they are and not counted again. Fails after `timeoutMs`
+   * (default 10 s) with reason `timeout`.
    */
   readonly insert: (
     records: ReadonlyArray<UsageRecord>,
     timeoutMs?: number,
-  ) => Effect.Effect<number, UsageDbError>
+  ) => Effect.Effect<void, UsageDbError>
   /** The table's schema version: 0 when there is no table, undefined for a table Tollgate did not make. */
   readonly schemaVersion: Effect.Effect<number | undefined, UsageDbError>
   /** Creates or upgrades the table and its indexes; returns the version found before. */
@@ -165,9 +166,7 @@ const make = Effect.fnUntraced(function* (url: Redacted.Redacted<string>, table:
           new UsageDbError({ reason: "query", message: `records not encodable: ${String(cause)}` }),
         )
       }
-      return run(client.unsafe(insertSql, params).raw, timeoutMs, "insert").pipe(
-        Effect.map((raw) => affected(raw, records.length)),
-      )
+      return Effect.asVoid(run(client.unsafe(insertSql, params).raw, timeoutMs, "insert"))
     })
 
   const schemaVersion = run(
@@ -211,14 +210,6 @@ const make = Effect.fnUntraced(function* (url: Redacted.Redacted<string>, table:
 
   return UsageDatabase.of({ table, insert, schemaVersion, migrate, select })
 })
-
-/** The number of rows an INSERT reports (`INSERT 0 N`), else `fallback`. */
-const affected = (raw: unknown, fallback: number): number => {
-  const r = raw as { rowCount?: unknown; count?: unknown; command?: unknown } | null
-  if (typeof r?.rowCount === "number") return r.rowCount
-  if (typeof r?.count === "number") return r.count
-  return fallback
-}
 
 const toError = (error: SqlError, secrets: ReadonlyArray<string>): UsageDbError =>
   new UsageDbError({ reason: reasonOf(error), message: scrub(describe(error), secrets) })

@@ -65,6 +65,25 @@ export const quoteTable = (table: string): string => table.split(".").map(quoteI
 /** The unqualified part of a table name, the prefix of its index names. */
 const baseName = (table: string): string => table.split(".").at(-1)!
 
+/** The hourly totals beside the table (`table_hourly`, in the same schema). */
+export const hourlyTable = (table: string): string => `${table}_hourly`
+
+/**
+ * The columns of the hourly totals: one row per UTC hour and tenant, key,
+ * route, provider and model (`''` for a record without a provider or model:
+ * a key column cannot be null), with the sums the admin API reports.
+ */
+export const HOURLY_KEYS = ["hour", "tenant", "key_id", "route", "provider", "model"] as const
+export const HOURLY_SUMS = [
+  "requests",
+  "errors",
+  "input_tokens",
+  "output_tokens",
+  "cache_read_tokens",
+  "cache_write_tokens",
+  "cost_micro_usd",
+] as const
+
 /**
  * The indexes, each `[name, columns]`: every admin query is a time range,
  * alone or of one tenant, and the groupings the issue names (route, key,
@@ -99,18 +118,59 @@ export const migrationStatements = (table: string, from: number): ReadonlyArray<
     for (const [index, columns] of indexes(table)) {
       statements.push(`CREATE INDEX IF NOT EXISTS ${quoteIdent(index)} ON ${name} (${columns})`)
     }
+    const hourly = quoteTable(hourlyTable(table))
+    statements.push(
+      `CREATE TABLE IF NOT EXISTS ${hourly} (\n  "hour" timestamptz NOT NULL,\n` +
+        HOURLY_KEYS.slice(1)
+          .map((k) => `  ${quoteIdent(k)} text NOT NULL,\n`)
+          .join("") +
+        HOURLY_SUMS.map((k) => `  ${quoteIdent(k)} bigint NOT NULL,\n`).join("") +
+        `  PRIMARY KEY (${HOURLY_KEYS.map(quoteIdent).join(", ")})\n)`,
+    )
+    statements.push(
+      `CREATE INDEX IF NOT EXISTS ${quoteIdent(`${baseName(table)}_hourly_tenant_hour`)} ON ${hourly} (tenant, "hour")`,
+    )
+    // Totals of rows already in the table (none when both are made together).
+    statements.push(`${rollupInsert(table)} SELECT * FROM ${name}) ${rollupSelect(table)}`)
   }
   statements.push(`COMMENT ON TABLE ${name} IS '${versionComment(SCHEMA_VERSION)}'`)
   return statements
 }
 
+/** `WITH new AS (`: the start of a statement whose rows `new` go into the hourly totals. */
+const rollupInsert = (_table: string): string => "WITH new AS ("
+
 /**
- * The multi-row insert of one batch: one array parameter per column
- * (`unnest`), so the statement text is the same for every batch size, and
- * rows already in the table (sent before, by this copy) are left alone.
+ * `INSERT INTO table_hourly SELECT … FROM new …`: adds the rows of `new` to
+ * their hours' totals, in key order (so that copies adding to the same hours
+ * take their row locks in one order).
+ */
+const rollupSelect = (table: string): string => {
+  const hourly = quoteTable(hourlyTable(table))
+  const keys = HOURLY_KEYS.map(quoteIdent).join(", ")
+  const sums = HOURLY_SUMS.map(quoteIdent)
+  const set = sums.map((c) => `${c} = ${hourly}.${c} + excluded.${c}`).join(", ")
+  return (
+    `INSERT INTO ${hourly} (${keys}, ${sums.join(", ")}) ` +
+    `SELECT date_bin('1 hour', ts, TIMESTAMPTZ '2000-01-01 00:00:00+00'), tenant, key_id, route, ` +
+    `coalesce(provider, ''), coalesce(model, ''), count(*), count(*) FILTER (WHERE status < 200 OR status > 299), ` +
+    `sum(input_tokens), sum(output_tokens), sum(cache_read_tokens), sum(cache_write_tokens), sum(cost_micro_usd) ` +
+    `FROM new GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 5, 6 ` +
+    `ON CONFLICT (${keys}) DO UPDATE SET ${set}`
+  )
+}
+
+/**
+ * The insert of one batch, in one statement: the rows (one array parameter
+ * per column, `unnest`, so the text is the same for every batch size), and
+ * the hourly totals of the rows that were new. Rows already in the table
+ * (sent before) are left alone and not counted again.
  */
 export const insertStatement = (table: string): string => {
   const names = COLUMNS.map((c) => quoteIdent(c.name)).join(", ")
   const arrays = COLUMNS.map((c, i) => `$${i + 1}::${c.type}[]`).join(", ")
-  return `INSERT INTO ${quoteTable(table)} (${names}) SELECT * FROM unnest(${arrays}) ON CONFLICT (request_id) DO NOTHING`
+  return (
+    `${rollupInsert(table)}INSERT INTO ${quoteTable(table)} (${names}) SELECT * FROM unnest(${arrays}) ` +
+    `ON CONFLICT (request_id) DO NOTHING RETURNING *) ${rollupSelect(table)}`
+  )
 }

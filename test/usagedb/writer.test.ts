@@ -228,6 +228,10 @@ describe("usage.database", () => {
     await eventually(() => count("outage") === 140, 20_000)
     await eventually(async () => (await metric(h, "tollgate_usage_db_pending_records")) === 0, 10_000)
     expect(tableRows("outage")).toEqual(fileRecords(h).sort(byId))
+    // The hourly totals counted each record once, through the outage and the kill.
+    expect(
+      pg.psql("SELECT sum(requests) || ',' || sum(cost_micro_usd) FROM tollgate_usage_hourly", "outage"),
+    ).toBe(pg.psql("SELECT count(*) || ',' || sum(cost_micro_usd) FROM tollgate_usage", "outage"))
   }, 90_000)
 
   it("a copy stopped while the database is down sends the records it had not confirmed when it starts again, none twice", async () => {
