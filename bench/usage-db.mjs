@@ -153,7 +153,8 @@ const time = async (path) => {
   const runs = []
   for (let i = 0; i < 3; i++) {
     const t = performance.now()
-    const r = await fetch(`${gatewayUrl}${path}`, { headers: { authorization: "Bearer bench-admin" } })
+    // A fresh connection each time: after a long fill the server has closed an idle keep-alive one.
+    const r = await fetch(`${gatewayUrl}${path}`, { headers: { authorization: "Bearer bench-admin", connection: "close" } })
     await r.json()
     if (r.status !== 200) throw new Error(`${path}: ${r.status}`)
     runs.push(performance.now() - t)
@@ -168,17 +169,25 @@ for (const target of ROWS) {
     // Rows as the writer writes them (the same columns and spread over the month), in steps of 1M.
     for (let from = have; from < target; from += 1_000_000) {
       const to = Math.min(target, from + 1_000_000)
-      psql(`INSERT INTO tollgate_usage SELECT to_timestamp(${monthStart / 1000} + (i % 2000000)), 'fill-' || i, 't' || (i % 50), 'k' || (i % 4), 'r' || (i % 3), '/v1/messages', i % 10 = 0, 'anthropic', CASE WHEN i % 2 = 0 THEN 'claude-sonnet-5-5' ELSE 'claude-haiku-5' END, 1, CASE WHEN i % 50 = 0 THEN 529 ELSE 200 END, 100 + i % 900, 10 + i % 400, 0, 0, 50000, 300 + i % 5000, false, false, 'd-' || lpad(to_hex(i % 997), 24, '0'), 200 + i % 3000, NULL, '/v1/messages', NULL, NULL FROM generate_series(${from}, ${to - 1}) AS i`)
+      // As the writer does: the rows and their hourly totals in one statement (src/usagedb/table.ts).
+      psql(`WITH new AS (INSERT INTO tollgate_usage SELECT to_timestamp(${monthStart / 1000} + (i % 2000000)), 'fill-' || i, 't' || (i % 50), 'k' || (i % 4), 'r' || (i % 3), '/v1/messages', i % 10 = 0, 'anthropic', CASE WHEN i % 2 = 0 THEN 'claude-sonnet-5-5' ELSE 'claude-haiku-5' END, 1, CASE WHEN i % 50 = 0 THEN 529 ELSE 200 END, 100 + i % 900, 10 + i % 400, 0, 0, 50000, 300 + i % 5000, false, false, 'd-' || lpad(to_hex(i % 997), 24, '0'), 200 + i % 3000, NULL, '/v1/messages', NULL, NULL FROM generate_series(${from}, ${to - 1}) AS i RETURNING *) ` +
+        `INSERT INTO tollgate_usage_hourly SELECT date_bin('1 hour', ts, TIMESTAMPTZ '2000-01-01 00:00:00+00'), tenant, key_id, route, coalesce(provider, ''), coalesce(model, ''), count(*), count(*) FILTER (WHERE status < 200 OR status > 299), sum(input_tokens), sum(output_tokens), sum(cache_read_tokens), sum(cache_write_tokens), sum(cost_micro_usd) FROM new GROUP BY 1, 2, 3, 4, 5, 6 ` +
+        `ON CONFLICT (hour, tenant, key_id, route, provider, model) DO UPDATE SET requests = tollgate_usage_hourly.requests + excluded.requests, errors = tollgate_usage_hourly.errors + excluded.errors, input_tokens = tollgate_usage_hourly.input_tokens + excluded.input_tokens, output_tokens = tollgate_usage_hourly.output_tokens + excluded.output_tokens, cache_read_tokens = tollgate_usage_hourly.cache_read_tokens + excluded.cache_read_tokens, cache_write_tokens = tollgate_usage_hourly.cache_write_tokens + excluded.cache_write_tokens, cost_micro_usd = tollgate_usage_hourly.cost_micro_usd + excluded.cost_micro_usd`)
     }
     psql("VACUUM ANALYZE tollgate_usage")
+    psql("VACUUM ANALYZE tollgate_usage_hourly")
     console.error(`filled to ${target} rows in ${((performance.now() - t) / 1000).toFixed(0)} s`)
   }
-  const size = psql("SELECT pg_size_pretty(pg_total_relation_size('tollgate_usage'))")
+  const size = psql("SELECT pg_size_pretty(pg_total_relation_size('tollgate_usage')) || ' + ' || pg_size_pretty(pg_total_relation_size('tollgate_usage_hourly')) || ' hourly'")
   const measures = {
     month_by_tenant: await time(`/admin/usage?since=${since}&group_by=tenant`),
     month_by_day: await time(`/admin/usage?since=${since}&group_by=day`),
     month_one_tenant_by_day: await time(`/admin/usage?since=${since}&tenant=t7&group_by=day`),
     month_one_tenant_by_model: await time(`/admin/usage?since=${since}&tenant=t7&group_by=model`),
+    // Not on whole hours: the ends come from the records.
+    week_from_a_minute_by_tenant: await time(`/admin/usage?since=${encodeURIComponent(new Date(monthStart + 86_400_000 + 17 * 60_000 + 5_000).toISOString())}&until=${encodeURIComponent(new Date(monthStart + 8 * 86_400_000 + 33 * 60_000).toISOString())}&group_by=tenant`),
+    month_by_session_one_tenant: await time(`/admin/usage?since=${since}&tenant=t7&group_by=session`),
+    series_month_hourly: await time(`/admin/usage/series?since=${since}&until=${encodeURIComponent(new Date(monthStart + 30 * 86_400_000).toISOString())}&resolution=hour`),
   }
   console.log(JSON.stringify({ measure: "admin usage query (median of 3, ms)", rows: target, table_size: size, ...Object.fromEntries(Object.entries(measures).map(([k, v]) => [k, +v.toFixed(1)])) }))
 }

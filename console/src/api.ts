@@ -73,6 +73,17 @@ export const signIn = async (candidate: string): Promise<void> => {
 
 export const get = async <T>(path: string): Promise<T> => (await request("GET", path)).json() as Promise<T>
 
+/** Whose usage records an answer holds: the fleet's (`database`), this copy's (`file`), or not said. */
+export type UsageSource = "database" | "file" | undefined
+
+/** `get`, with the answer's `x-tollgate-usage-source`. */
+export const getUsage = async <T>(path: string): Promise<{ value: T; source: UsageSource }> => {
+  const response = await request("GET", path)
+  const header = response.headers.get("x-tollgate-usage-source")
+  const source = header === "database" || header === "file" ? header : undefined
+  return { value: (await response.json()) as T, source }
+}
+
 export const send = async <T>(method: "POST" | "DELETE", path: string, body?: unknown): Promise<T> =>
   (await request(method, path, body)).json() as Promise<T>
 

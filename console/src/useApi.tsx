@@ -1,11 +1,13 @@
 import { useCallback, useEffect, useState } from "preact/hooks"
-import { ApiError, get } from "./api.js"
+import { ApiError, getUsage, type UsageSource } from "./api.js"
 
 export interface Loaded<T> {
   readonly data: T | undefined
   readonly error: string | undefined
   readonly loading: boolean
   readonly reload: () => void
+  /** Whose usage records the last answer held (usage answers say it in a header). */
+  readonly source: UsageSource
 }
 
 /** GETs `path` (again when it changes, and every `everyMs` when given, while the tab is visible). */
@@ -13,16 +15,18 @@ export const useApi = <T,>(path: string | undefined, everyMs?: number): Loaded<T
   const [data, setData] = useState<T | undefined>()
   const [error, setError] = useState<string | undefined>()
   const [loading, setLoading] = useState(false)
+  const [source, setSource] = useState<UsageSource>()
   const [tick, setTick] = useState(0)
   const reload = useCallback(() => setTick((n) => n + 1), [])
   useEffect(() => {
     if (path === undefined) return
     let live = true
     setLoading(true)
-    get<T>(path).then(
-      (value) => {
+    getUsage<T>(path).then(
+      ({ value, source: from }) => {
         if (!live) return
         setData(value)
+        setSource(from)
         setError(undefined)
         setLoading(false)
       },
@@ -43,8 +47,18 @@ export const useApi = <T,>(path: string | undefined, everyMs?: number): Loaded<T
     }, everyMs)
     return () => clearInterval(timer)
   }, [everyMs, reload])
-  return { data, error, loading, reload }
+  return { data, error, loading, reload, source }
 }
+
+/** One line saying whose records a usage page shows. */
+export const UsageSourceNote = ({ source }: { source: UsageSource }) =>
+  source === undefined ? null : (
+    <p class="muted" data-testid="usage-source">
+      {source === "database"
+        ? "Records of every copy of the gateway, from the usage database."
+        : "Records of this copy only, from its usage file; other copies keep their own (usage.database gives one view of the fleet)."}
+    </p>
+  )
 
 export const Problem = ({ error }: { error: string | undefined }) =>
   error === undefined ? null : (

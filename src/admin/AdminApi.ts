@@ -84,6 +84,13 @@ const makeHandlers = Effect.gen(function* () {
     return json(yield* view(found, yield* Clock.currentTimeMillis))
   })
 
+  // Whose records the usage answers hold: the fleet's (the usage database) or this copy's (its file).
+  const source = {
+    "x-tollgate-usage-source": (yield* Config).usageDatabase === undefined ? "file" : "database",
+  }
+  const sourced = (response: HttpServerResponse.HttpServerResponse) =>
+    HttpServerResponse.setHeaders(response, source)
+
   const usage = Effect.gen(function* () {
     const request = yield* HttpServerRequest.HttpServerRequest
     const params = new URL(request.url, "http://admin").searchParams
@@ -98,17 +105,23 @@ const makeHandlers = Effect.gen(function* () {
     if (usageFormat(params) === "csv") {
       return HttpServerResponse.text(usageCsv(result), {
         contentType: "text/csv; charset=utf-8",
-        headers: { ...NO_STORE, "content-disposition": `attachment; filename="${csvFilename(query)}"` },
+        headers: {
+          ...NO_STORE,
+          ...source,
+          "content-disposition": `attachment; filename="${csvFilename(query)}"`,
+        },
       })
     }
-    return json({
-      tenant: query.tenant ?? null,
-      since: query.since === undefined ? null : new Date(query.since).toISOString(),
-      until: query.until === undefined ? null : new Date(query.until).toISOString(),
-      group_by: query.groupBy ?? null,
-      totals: result.totals,
-      ...(result.groups === undefined ? {} : { groups: result.groups }),
-    })
+    return sourced(
+      json({
+        tenant: query.tenant ?? null,
+        since: query.since === undefined ? null : new Date(query.since).toISOString(),
+        until: query.until === undefined ? null : new Date(query.until).toISOString(),
+        group_by: query.groupBy ?? null,
+        totals: result.totals,
+        ...(result.groups === undefined ? {} : { groups: result.groups }),
+      }),
+    )
   })
 
   /** `GET /admin/usage/series`: requests, errors, cost and tokens per UTC minute, hour or day. */
@@ -119,7 +132,7 @@ const makeHandlers = Effect.gen(function* () {
       return failure(400, "invalid_request_error", parsed.failure.message, { param: parsed.failure.param })
     }
     return yield* index.series(parsed.success).pipe(
-      Effect.map((series) => json(seriesBody(series))),
+      Effect.map((series) => sourced(json(seriesBody(series)))),
       Effect.catchTag("TooManyBuckets", (error) =>
         Effect.succeed(failure(400, "invalid_request_error", error.message, { param: error.param })),
       ),

@@ -118,6 +118,10 @@ describe.each(["memory", "redis"] as const)("the console on the %s store", (stor
     await expect.poll(() => page.locator("main h1").textContent()).toBe("Overview")
     await expect.poll(() => page.getByTestId("total-requests").textContent()).not.toBe("0")
     await expect.poll(() => page.locator(".chart canvas").count()).toBe(2)
+    // Without usage.database the overview says it shows this copy's records only.
+    expect(await page.getByTestId("usage-source").textContent()).toMatch(
+      /^Records of this copy only, from its usage file/,
+    )
     // The pages are links in one navigation list, reachable with Tab.
     const links = await page.getByRole("navigation", { name: "Pages" }).getByRole("link").allTextContents()
     expect(links).toEqual(["Overview", "Tenants", "Breakers", "Usage", "Keys"])

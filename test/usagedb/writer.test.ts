@@ -155,6 +155,7 @@ describe("usage.database", () => {
     for (const h of [a, b]) {
       const totals = await adminGet(h.url, "/admin/usage")
       expect(totals.status).toBe(200)
+      expect(totals.headers.get("x-tollgate-usage-source")).toBe("database")
       expect((totals.body as { totals: unknown }).totals).toEqual(sumRecords(records))
       const groupings: Record<string, (r: UsageRecord) => string | null> = {
         tenant: (r) => r.tenant,

@@ -3,7 +3,7 @@ import { query } from "../api.js"
 import { Chart } from "../chart.js"
 import { count, usd } from "../format.js"
 import type { Series } from "../types.js"
-import { Problem, useApi } from "../useApi.js"
+import { Problem, useApi, UsageSourceNote } from "../useApi.js"
 import { Page } from "../ui.js"
 
 const RANGES = [
@@ -24,7 +24,7 @@ export const Overview = () => {
     setRange(next)
     setSince(new Date(Date.now() - next.ms).toISOString())
   }
-  const { data, error, loading, reload } = useApi<Series>(
+  const { data, error, loading, reload, source } = useApi<Series>(
     `/admin/usage/series${query({ since, resolution: range.resolution })}`,
   )
   const charts = useMemo(() => {
@@ -70,6 +70,7 @@ export const Overview = () => {
         </>
       }
     >
+      <UsageSourceNote source={source} />
       <Problem error={error} />
       {data !== undefined && charts !== undefined && (
         <>

@@ -2,7 +2,7 @@ import { useState } from "preact/hooks"
 import { ApiError, download, query } from "../api.js"
 import { count, usd } from "../format.js"
 import type { TenantView, Totals, UsageAnswer } from "../types.js"
-import { Problem, useApi } from "../useApi.js"
+import { Problem, useApi, UsageSourceNote } from "../useApi.js"
 import { Page, TenantOptions } from "../ui.js"
 
 const GROUPS = ["model", "provider", "route", "tenant", "key", "day", "session"] as const
@@ -33,7 +33,7 @@ export const Usage = () => {
     until: applied.until === "" ? undefined : dayAfter(applied.until),
     group_by: applied.group_by,
   }
-  const { data, error, loading } = useApi<UsageAnswer>(`/admin/usage${query(params)}`)
+  const { data, error, loading, source } = useApi<UsageAnswer>(`/admin/usage${query(params)}`)
   const [downloadError, setDownloadError] = useState<string | undefined>()
   const set = (field: keyof typeof form) => (event: Event) =>
     setForm({ ...form, [field]: (event.target as HTMLInputElement | HTMLSelectElement).value })
@@ -84,6 +84,7 @@ export const Usage = () => {
           Download CSV
         </button>
       </form>
+      <UsageSourceNote source={source} />
       <Problem error={error ?? downloadError} />
       {data !== undefined && (
         <table aria-busy={loading}>
