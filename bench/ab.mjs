@@ -28,6 +28,10 @@
 //   is not in the ratio. Shared breakers against not, same build:
 //   node bench/ab.mjs json redis=bin/tollgate shared=bin/tollgate --variant redis=tollgate_limits_redis \
 //     --variant shared=tollgate_limits_redis_shared
+//   tollgate_usage_db writes every record to a PostgreSQL too (usage.database; bench/lib/postgres.mjs
+//   starts one, each server gets its own database, migrated first); its CPU is not in the ratio. The
+//   database against the file alone, same build:
+//   node bench/ab.mjs json file=bin/tollgate db=bin/tollgate --variant db=tollgate_usage_db
 import { existsSync, mkdirSync, mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { dirname, join, resolve } from "node:path"
@@ -35,6 +39,7 @@ import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
 import { startCollector } from "./lib/collector.mjs"
 import { cpuTimeMs, memoryMb, runLoad, shebangNodeArgs, startServer, stopAll, which } from "./lib/procs.mjs"
+import { startPostgres } from "./lib/postgres.mjs"
 import { startRedis } from "./lib/redis.mjs"
 import { LABELS } from "./lib/report.mjs"
 import {
@@ -43,8 +48,11 @@ import {
   TRACED_VARIANTS,
   UPSTREAM_KEY,
   UPSTREAM_KEY_ENV,
+  USAGE_DB_URL_ENV,
+  USAGE_DB_VARIANT,
   writeTollgateConfig,
 } from "./lib/setup.mjs"
+import { execFileSync } from "node:child_process"
 
 const here = dirname(fileURLToPath(import.meta.url))
 const { values, positionals } = parseArgs({
@@ -100,6 +108,7 @@ const rounds = Number(values.rounds)
 const dir = mkdtempSync(join(tmpdir(), "tollgate-ab-"))
 let collector
 let redis
+let postgres
 
 try {
   if (Object.values(variants).some((variant) => REDIS_VARIANTS.includes(variant))) {
@@ -113,6 +122,10 @@ try {
   if (Object.values(variants).some((variant) => TRACED_VARIANTS[variant] !== undefined)) {
     collector = await startCollector()
     console.log(`otlp collector ${collector.url} (in this process)`)
+  }
+  if (Object.values(variants).includes(USAGE_DB_VARIANT)) {
+    postgres = await startPostgres(dir)
+    console.log(`postgres ${postgres.url.replace(/:[^:@]*@/, ":***@")}`)
   }
   const fake = await startServer({
     name: "fake",
@@ -151,12 +164,21 @@ try {
         ...(collector === undefined ? {} : { collectorUrl: `${collector.url}/${name}` }),
         ...(redis === undefined ? {} : { redisUrl: redis.url }),
       })
+      const env = { [UPSTREAM_KEY_ENV]: UPSTREAM_KEY }
+      if (variant === USAGE_DB_VARIANT) {
+        // Each server its own database, migrated as an operator would.
+        postgres.psql(`CREATE DATABASE ${name.replace(/\W/g, "_")}`)
+        env[USAGE_DB_URL_ENV] = postgres.urlOf(name.replace(/\W/g, "_"))
+        execFileSync(process.execPath, [resolve(server), "usage", "migrate", "--config", config], {
+          env: { ...process.env, ...env },
+        })
+      }
       started = await startServer({
         name,
         script: resolve(server),
         args: ["serve", "--config", config],
         nodeArgs: [...shebangNodeArgs(resolve(server)), ...nodeArgs],
-        env: { [UPSTREAM_KEY_ENV]: UPSTREAM_KEY },
+        env,
         logFile: join(dir, `${name}.log`),
       })
     }
@@ -234,6 +256,7 @@ try {
   }
 } finally {
   await stopAll()
+  postgres?.stop()
   if (collector !== undefined) {
     // After the servers have stopped: each flushes its last spans at shutdown.
     const { posts, bytes, byPath } = collector.stats

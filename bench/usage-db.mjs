@@ -12,14 +12,17 @@
  * removes both at the end. Prints one JSON object per measurement.
  */
 import { execFileSync, spawn } from "node:child_process"
-import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs"
-import { createServer } from "node:net"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { parseArgs } from "node:util"
+import { startPostgres } from "./lib/postgres.mjs"
 
 const { values } = parseArgs({
-  options: { backlog: { type: "string", default: "200000" }, rows: { type: "string", default: "1000000,10000000" } },
+  options: {
+    backlog: { type: "string", default: "200000" },
+    rows: { type: "string", default: "1000000,10000000" },
+  },
 })
 const BACKLOG = Number(values.backlog)
 const ROWS = values.rows.split(",").map(Number)
@@ -27,55 +30,16 @@ const ROOT = resolve(import.meta.dirname, "..")
 const TOLLGATE = join(ROOT, "bin/tollgate")
 const root = mkdtempSync(join(tmpdir(), "tollgate-bench-usagedb-"))
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
-
-const freePort = () =>
-  new Promise((done) => {
-    const s = createServer().listen(0, "127.0.0.1", () => {
-      const { port } = s.address()
-      s.close(() => done(port))
-    })
-  })
-
-const pgBin = () => {
-  const base = "/usr/lib/postgresql"
-  const v = existsSync(base) ? readdirSync(base).sort((a, b) => Number(b) - Number(a))[0] : undefined
-  return v === undefined ? "" : join(base, v, "bin")
-}
-const bin = (name) => (pgBin() === "" ? name : join(pgBin(), name))
-const asPg = (cmd, args) =>
-  process.getuid?.() === 0 ? ["setpriv", ["--reuid=postgres", "--regid=postgres", "--init-groups", cmd, ...args]] : [cmd, args]
-
 const children = []
-const cleanup = () => {
+process.on("exit", () => {
   for (const c of children) c.kill("SIGKILL")
   rmSync(root, { recursive: true, force: true })
-}
-process.on("exit", cleanup)
+})
 
-const pgPort = await freePort()
-const password = "bench"
-writeFileSync(join(root, "pw"), password)
-if (process.getuid?.() === 0) {
-  const uid = Number(execFileSync("id", ["-u", "postgres"]))
-  const gid = Number(execFileSync("id", ["-g", "postgres"]))
-  chownSync(root, uid, gid)
-  chownSync(join(root, "pw"), uid, gid)
-}
-const data = join(root, "data")
-execFileSync(...asPg(bin("initdb"), ["-D", data, "-U", "postgres", "--auth=scram-sha-256", `--pwfile=${join(root, "pw")}`, "-E", "UTF8", "--locale=C", "--no-sync"]), { stdio: "ignore" })
-// Defaults but for a cache size of a small production server; fsync stays on.
-const [pgCmd, pgArgs] = asPg(bin("postgres"), ["-D", data, "-p", String(pgPort), "-k", root, "-c", "listen_addresses=127.0.0.1", "-c", "shared_buffers=1GB", "-c", "work_mem=64MB", "-c", "max_wal_size=8GB"])
-children.push(spawn(pgCmd, pgArgs, { stdio: "ignore" }))
-for (;;) {
-  try {
-    execFileSync(bin("pg_isready"), ["-h", "127.0.0.1", "-p", String(pgPort), "-q"])
-    break
-  } catch {
-    await sleep(100)
-  }
-}
-const url = `postgres://postgres:${password}@127.0.0.1:${pgPort}/postgres`
-const psql = (sql) => execFileSync("psql", ["-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", url, "-c", sql]).toString().trim()
+const pg = await startPostgres(root)
+process.on("exit", () => pg.child.kill("SIGKILL"))
+const url = pg.url
+const psql = (sql) => pg.psql(sql)
 
 // A month of synthetic records (50 tenants, 4 keys each, 3 routes, 2 models), the file a copy would have written.
 const monthStart = Date.UTC(new Date().getUTCFullYear(), new Date().getUTCMonth(), 1)
@@ -128,10 +92,15 @@ writeFileSync(
   ].join("\n"),
 )
 const env = { ...process.env, BENCH_DB: url, BENCH_ADMIN: "bench-admin", BENCH_KEY: "sk" }
-execFileSync(process.execPath, [TOLLGATE, "usage", "migrate", "--config", join(dir, "tollgate.yaml")], { env })
+execFileSync(process.execPath, [TOLLGATE, "usage", "migrate", "--config", join(dir, "tollgate.yaml")], {
+  env,
+})
 
 const started = performance.now()
-const gateway = spawn(process.execPath, [TOLLGATE, "serve", "--config", join(dir, "tollgate.yaml")], { env, stdio: ["ignore", "pipe", "inherit"] })
+const gateway = spawn(process.execPath, [TOLLGATE, "serve", "--config", join(dir, "tollgate.yaml")], {
+  env,
+  stdio: ["ignore", "pipe", "inherit"],
+})
 children.push(gateway)
 const gatewayUrl = await new Promise((done) => {
   let out = ""
@@ -147,14 +116,24 @@ const pending = async () => {
 }
 while ((await pending()) > 0) await sleep(50)
 const seconds = (performance.now() - started) / 1000
-console.log(JSON.stringify({ measure: "writer backlog", records: BACKLOG, seconds: +seconds.toFixed(2), records_per_s: Math.round(BACKLOG / seconds), rows: Number(psql("SELECT count(*) FROM tollgate_usage")) }))
+console.log(
+  JSON.stringify({
+    measure: "writer backlog",
+    records: BACKLOG,
+    seconds: +seconds.toFixed(2),
+    records_per_s: Math.round(BACKLOG / seconds),
+    rows: Number(psql("SELECT count(*) FROM tollgate_usage")),
+  }),
+)
 
 const time = async (path) => {
   const runs = []
   for (let i = 0; i < 3; i++) {
     const t = performance.now()
     // A fresh connection each time: after a long fill the server has closed an idle keep-alive one.
-    const r = await fetch(`${gatewayUrl}${path}`, { headers: { authorization: "Bearer bench-admin", connection: "close" } })
+    const r = await fetch(`${gatewayUrl}${path}`, {
+      headers: { authorization: "Bearer bench-admin", connection: "close" },
+    })
     await r.json()
     if (r.status !== 200) throw new Error(`${path}: ${r.status}`)
     runs.push(performance.now() - t)
@@ -170,26 +149,41 @@ for (const target of ROWS) {
     for (let from = have; from < target; from += 1_000_000) {
       const to = Math.min(target, from + 1_000_000)
       // As the writer does: the rows and their hourly totals in one statement (src/usagedb/table.ts).
-      psql(`WITH new AS (INSERT INTO tollgate_usage SELECT to_timestamp(${monthStart / 1000} + (i % 2000000)), 'fill-' || i, 't' || (i % 50), 'k' || (i % 4), 'r' || (i % 3), '/v1/messages', i % 10 = 0, 'anthropic', CASE WHEN i % 2 = 0 THEN 'claude-sonnet-5-5' ELSE 'claude-haiku-5' END, 1, CASE WHEN i % 50 = 0 THEN 529 ELSE 200 END, 100 + i % 900, 10 + i % 400, 0, 0, 50000, 300 + i % 5000, false, false, 'd-' || lpad(to_hex(i % 997), 24, '0'), 200 + i % 3000, NULL, '/v1/messages', NULL, NULL FROM generate_series(${from}, ${to - 1}) AS i RETURNING *) ` +
-        `INSERT INTO tollgate_usage_hourly SELECT date_bin('1 hour', ts, TIMESTAMPTZ '2000-01-01 00:00:00+00'), tenant, key_id, route, coalesce(provider, ''), coalesce(model, ''), count(*), count(*) FILTER (WHERE status < 200 OR status > 299), sum(input_tokens), sum(output_tokens), sum(cache_read_tokens), sum(cache_write_tokens), sum(cost_micro_usd) FROM new GROUP BY 1, 2, 3, 4, 5, 6 ` +
-        `ON CONFLICT (hour, tenant, key_id, route, provider, model) DO UPDATE SET requests = tollgate_usage_hourly.requests + excluded.requests, errors = tollgate_usage_hourly.errors + excluded.errors, input_tokens = tollgate_usage_hourly.input_tokens + excluded.input_tokens, output_tokens = tollgate_usage_hourly.output_tokens + excluded.output_tokens, cache_read_tokens = tollgate_usage_hourly.cache_read_tokens + excluded.cache_read_tokens, cache_write_tokens = tollgate_usage_hourly.cache_write_tokens + excluded.cache_write_tokens, cost_micro_usd = tollgate_usage_hourly.cost_micro_usd + excluded.cost_micro_usd`)
+      psql(
+        `WITH new AS (INSERT INTO tollgate_usage SELECT to_timestamp(${monthStart / 1000} + (i % 2000000)), 'fill-' || i, 't' || (i % 50), 'k' || (i % 4), 'r' || (i % 3), '/v1/messages', i % 10 = 0, 'anthropic', CASE WHEN i % 2 = 0 THEN 'claude-sonnet-5-5' ELSE 'claude-haiku-5' END, 1, CASE WHEN i % 50 = 0 THEN 529 ELSE 200 END, 100 + i % 900, 10 + i % 400, 0, 0, 50000, 300 + i % 5000, false, false, 'd-' || lpad(to_hex(i % 997), 24, '0'), 200 + i % 3000, NULL, '/v1/messages', NULL, NULL FROM generate_series(${from}, ${to - 1}) AS i RETURNING *) ` +
+          `INSERT INTO tollgate_usage_hourly SELECT date_bin('1 hour', ts, TIMESTAMPTZ '2000-01-01 00:00:00+00'), tenant, key_id, route, coalesce(provider, ''), coalesce(model, ''), count(*), count(*) FILTER (WHERE status < 200 OR status > 299), sum(input_tokens), sum(output_tokens), sum(cache_read_tokens), sum(cache_write_tokens), sum(cost_micro_usd) FROM new GROUP BY 1, 2, 3, 4, 5, 6 ` +
+          `ON CONFLICT (hour, tenant, key_id, route, provider, model) DO UPDATE SET requests = tollgate_usage_hourly.requests + excluded.requests, errors = tollgate_usage_hourly.errors + excluded.errors, input_tokens = tollgate_usage_hourly.input_tokens + excluded.input_tokens, output_tokens = tollgate_usage_hourly.output_tokens + excluded.output_tokens, cache_read_tokens = tollgate_usage_hourly.cache_read_tokens + excluded.cache_read_tokens, cache_write_tokens = tollgate_usage_hourly.cache_write_tokens + excluded.cache_write_tokens, cost_micro_usd = tollgate_usage_hourly.cost_micro_usd + excluded.cost_micro_usd`,
+      )
     }
     psql("VACUUM ANALYZE tollgate_usage")
     psql("VACUUM ANALYZE tollgate_usage_hourly")
     console.error(`filled to ${target} rows in ${((performance.now() - t) / 1000).toFixed(0)} s`)
   }
-  const size = psql("SELECT pg_size_pretty(pg_total_relation_size('tollgate_usage')) || ' + ' || pg_size_pretty(pg_total_relation_size('tollgate_usage_hourly')) || ' hourly'")
+  const size = psql(
+    "SELECT pg_size_pretty(pg_total_relation_size('tollgate_usage')) || ' + ' || pg_size_pretty(pg_total_relation_size('tollgate_usage_hourly')) || ' hourly'",
+  )
   const measures = {
     month_by_tenant: await time(`/admin/usage?since=${since}&group_by=tenant`),
     month_by_day: await time(`/admin/usage?since=${since}&group_by=day`),
     month_one_tenant_by_day: await time(`/admin/usage?since=${since}&tenant=t7&group_by=day`),
     month_one_tenant_by_model: await time(`/admin/usage?since=${since}&tenant=t7&group_by=model`),
     // Not on whole hours: the ends come from the records.
-    week_from_a_minute_by_tenant: await time(`/admin/usage?since=${encodeURIComponent(new Date(monthStart + 86_400_000 + 17 * 60_000 + 5_000).toISOString())}&until=${encodeURIComponent(new Date(monthStart + 8 * 86_400_000 + 33 * 60_000).toISOString())}&group_by=tenant`),
+    week_from_a_minute_by_tenant: await time(
+      `/admin/usage?since=${encodeURIComponent(new Date(monthStart + 86_400_000 + 17 * 60_000 + 5_000).toISOString())}&until=${encodeURIComponent(new Date(monthStart + 8 * 86_400_000 + 33 * 60_000).toISOString())}&group_by=tenant`,
+    ),
     month_by_session_one_tenant: await time(`/admin/usage?since=${since}&tenant=t7&group_by=session`),
-    series_month_hourly: await time(`/admin/usage/series?since=${since}&until=${encodeURIComponent(new Date(monthStart + 30 * 86_400_000).toISOString())}&resolution=hour`),
+    series_month_hourly: await time(
+      `/admin/usage/series?since=${since}&until=${encodeURIComponent(new Date(monthStart + 30 * 86_400_000).toISOString())}&resolution=hour`,
+    ),
   }
-  console.log(JSON.stringify({ measure: "admin usage query (median of 3, ms)", rows: target, table_size: size, ...Object.fromEntries(Object.entries(measures).map(([k, v]) => [k, +v.toFixed(1)])) }))
+  console.log(
+    JSON.stringify({
+      measure: "admin usage query (median of 3, ms)",
+      rows: target,
+      table_size: size,
+      ...Object.fromEntries(Object.entries(measures).map(([k, v]) => [k, +v.toFixed(1)])),
+    }),
+  )
 }
 gateway.kill("SIGTERM")
 await new Promise((r) => gateway.once("exit", r))

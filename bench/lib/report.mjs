@@ -19,6 +19,7 @@ export const LABELS = {
   plain_proxy: "plain proxy",
   tollgate: "tollgate",
   tollgate_limits_memory: "tollgate+limits(memory)",
+  tollgate_usage_db: "tollgate+usage database",
   tollgate_limits_redis: "tollgate+limits(redis)",
   tollgate_limits_redis_shared: "tollgate+limits(redis)+shared breakers",
   tollgate_fallback: "tollgate fallback (529→ok)",

@@ -65,6 +65,10 @@ const providers = (name, url) =>
 /** The variants on the Redis store (the ones that need a `redisUrl`). */
 export const REDIS_VARIANTS = ["tollgate_limits_redis", "tollgate_limits_redis_shared"]
 
+/** The variant that also writes every record to the usage database (`usage.database`, its URL in this variable). */
+export const USAGE_DB_VARIANT = "tollgate_usage_db"
+export const USAGE_DB_URL_ENV = "BENCH_USAGE_DATABASE_URL"
+
 /** The breakers and retry budget of the fleet in Redis (ADR 0055): the shared-breakers variant's addition. */
 const SHARED_BREAKERS = `breaker:
   shared: true
@@ -135,7 +139,7 @@ export const writeTollgateConfig = async (
 store:
 ${store}usage:
   file: usage-${variant}.jsonl
-pricing:
+${variant === USAGE_DB_VARIANT ? `  database: { url_env: ${USAGE_DB_URL_ENV} }\n` : ""}pricing:
   file: pricing.yaml
 ${fallback ? FALLBACK_RELIABILITY : ""}${shared ? SHARED_BREAKERS : ""}${telemetry}providers:
 ${providers("fake", upstreamUrl)}${fallback ? providers("failing", failingUrl) : ""}routes:
