@@ -83,7 +83,8 @@ export const encodeRecord = (r: UsageRecord): string =>
 
 const STRING_FIELDS = ["ts", "request_id", "tenant", "key_id", "route", "endpoint"] as const
 const NULLABLE_STRING_FIELDS = ["provider", "model", "session", "error"] as const
-const NUMBER_FIELDS = [
+/** The record's number fields (integers when Tollgate writes them). */
+export const NUMBER_FIELDS = [
   "attempts",
   "status",
   "input_tokens",

@@ -11,7 +11,7 @@
  */
 import { Cause, Clock, Context, Data, Duration, Effect, Layer, Redacted } from "effect"
 import type { UsageDatabaseConfig } from "../config/model.js"
-import type { UsageRecord } from "../meter/record.js"
+import { NUMBER_FIELDS, type UsageRecord } from "../meter/record.js"
 import { UsageLog, type UsageLogService } from "../meter/UsageLog.js"
 import { UsageDbStats } from "../ops/UsageDbStats.js"
 import { UsageDatabase, UsageDbError } from "./Database.js"
@@ -50,17 +50,6 @@ export const targetOf = (url: string, table: string): string => {
   }
 }
 
-const INTEGER_FIELDS = [
-  "attempts",
-  "status",
-  "input_tokens",
-  "output_tokens",
-  "cache_read_tokens",
-  "cache_write_tokens",
-  "reserved_micro_usd",
-  "cost_micro_usd",
-  "duration_ms",
-] as const
 const TEXT_FIELDS = [
   "request_id",
   "tenant",
@@ -78,7 +67,7 @@ const TEXT_FIELDS = [
 
 /** Whether the table can hold `record` as it is: integer amounts, a time, text without NUL (PostgreSQL refuses it). */
 export const insertable = (record: UsageRecord): boolean => {
-  for (const field of INTEGER_FIELDS) if (!Number.isSafeInteger(record[field])) return false
+  for (const field of NUMBER_FIELDS) if (!Number.isSafeInteger(record[field])) return false
   if (record.attempts > 2_147_483_647 || record.status > 2_147_483_647) return false
   for (const field of TEXT_FIELDS) {
     const value = record[field]

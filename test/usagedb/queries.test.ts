@@ -13,7 +13,7 @@ import {
 import { startFakeProvider, type FakeProviderHandle } from "../../fakeprovider/server.js"
 import { eventually, startHarness, UPSTREAM_KEY_ENV, type Harness } from "../support/harness.js"
 import { startPostgres, type PostgresHandle } from "../support/postgres.js"
-import { runBinary, TOLLGATE, writeGatewayConfig } from "../support/processes.js"
+import { DB_ENV, migratedDatabase } from "./fixtures.js"
 import { tempDir } from "../support/tempDirs.js"
 
 /**
@@ -24,7 +24,6 @@ import { tempDir } from "../support/tempDirs.js"
  * reach the table as a backlog of a usage file written before the start.
  */
 
-const DB_ENV = "TG_TEST_USAGE_DB_URL"
 const MINUTE = 60_000
 const HOUR = 60 * MINUTE
 const T0 = Math.floor((Date.now() - 3 * 86_400_000) / HOUR) * HOUR
@@ -37,19 +36,8 @@ let records: Array<UsageRecord>
 beforeAll(async () => {
   pg = await startPostgres()
   fake = await startFakeProvider({})
-  const url = pg.createDatabase("queries")
+  const url = await migratedDatabase(pg, "queries", fake.url)
   const dir = tempDir("tollgate-usagedb-queries-")
-  const config = writeGatewayConfig({
-    dir,
-    upstreamUrl: fake.url,
-    keyHash: "0".repeat(64),
-    sections: { usage: { file: "usage.jsonl", database: { url_env: DB_ENV } } },
-  })
-  const migrated = await runBinary(TOLLGATE, ["usage", "migrate", "--config", config], {
-    [DB_ENV]: url,
-    [UPSTREAM_KEY_ENV]: "sk",
-  })
-  expect(migrated.code, migrated.stderr).toBe(0)
   // 600 records, one every 7 minutes and 13 s over ~3 days: tenants, keys, routes, models, failures, sessions.
   records = Array.from({ length: 600 }, (_, i) =>
     usageRecord({

@@ -8,7 +8,7 @@ import { startPostgres, type PostgresHandle } from "../support/postgres.js"
 import { tempDir } from "../support/tempDirs.js"
 import { startFakeProvider, type FakeProviderHandle } from "../../fakeprovider/server.js"
 import { generateKey } from "../../src/keys/keys.js"
-import { runBinary, TOLLGATE, writeGatewayConfig } from "../support/processes.js"
+import { DB_ENV, migratedDatabase } from "./fixtures.js"
 
 /**
  * The usage database on a real PostgreSQL, with in-process gateways: every
@@ -16,8 +16,6 @@ import { runBinary, TOLLGATE, writeGatewayConfig } from "../support/processes.js
  * field, `/admin/usage` on any copy answers for all of them, and a database
  * that is stopped (or killed) while requests come fails none of them.
  */
-
-const DB_ENV = "TG_TEST_USAGE_DB_URL"
 
 let pg: PostgresHandle
 let fake: FakeProviderHandle
@@ -35,23 +33,7 @@ afterAll(async () => {
   await pg?.stop()
 })
 
-/** Makes database `name` and migrates it with the built binary (as an operator would). */
-const migrated = async (name: string): Promise<string> => {
-  const url = pg.createDatabase(name)
-  const dir = tempDir("tollgate-usagedb-migrate-")
-  const config = writeGatewayConfig({
-    dir,
-    upstreamUrl: fake.url,
-    keyHash: "0".repeat(64),
-    sections: { usage: { file: "usage.jsonl", database: { url_env: DB_ENV } } },
-  })
-  const run = await runBinary(TOLLGATE, ["usage", "migrate", "--config", config], {
-    [DB_ENV]: url,
-    [UPSTREAM_KEY_ENV]: "sk",
-  })
-  expect(run.code, run.stderr).toBe(0)
-  return url
-}
+const migrated = (name: string): Promise<string> => migratedDatabase(pg, name, fake.url)
 
 /** A copy of the gateway writing `dir/usage.jsonl` and the database at `url`; tenants acme (key ci) and beta (key b1). */
 const copy = async (url: string, dir = tempDir("tollgate-usagedb-copy-")): Promise<Harness> => {
