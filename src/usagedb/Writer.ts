@@ -28,6 +28,8 @@ const POLL_MS = 100
 /** Backoff after a failed batch: from the first to the last, doubling. */
 const BACKOFF_FIRST_MS = 250
 const BACKOFF_MAX_MS = 5000
+/** How often the checkpoint is written while batches are confirmed (a crash sends up to this much again). */
+const CHECKPOINT_MS = 1000
 /** How long a shutdown waits for the database to take what is left (it stays in the file either way). */
 const FLUSH_AT_CLOSE_MS = 5000
 
@@ -189,12 +191,38 @@ const make = Effect.fnUntraced(function* (
     episode = undefined
   })
 
-  /** Moves the checkpoint past a confirmed batch. A checkpoint that cannot be written costs only repeats after a restart. */
+  /** The checkpoint confirmed but not yet written, and when one was last written (epoch ms). */
+  let unsaved: Checkpoint | undefined
+  let savedAt = 0
+
+  /**
+   * Writes the checkpoint when one is due (at most every CHECKPOINT_MS, or
+   * at once with `now`): a crash in between sends up to that much again,
+   * which the primary key drops. A checkpoint that cannot be written costs
+   * only repeats after a restart.
+   */
+  const save = (now: boolean) =>
+    Effect.gen(function* () {
+      const checkpoint = unsaved
+      if (checkpoint === undefined) return
+      const at = yield* Clock.currentTimeMillis
+      if (!now && at - savedAt < CHECKPOINT_MS) return
+      unsaved = undefined
+      savedAt = at
+      yield* writeOrWarn(checkpoint)
+    })
+
+  /** Moves the reader past a confirmed batch, and the checkpoint when due. */
   const confirm = (end: number, lines: number) =>
     Effect.suspend(() => {
       reader.offset = end
       stats.pending = Math.max(0, stats.pending - lines)
-      const checkpoint: Checkpoint = { offset: end, ino: reader.inode, target }
+      unsaved = { offset: end, ino: reader.inode, target }
+      return save(false)
+    })
+
+  const writeOrWarn = (checkpoint: Checkpoint) =>
+    Effect.suspend(() => {
       try {
         writeCheckpoint(checkpointFile, checkpoint)
         checkpointFailing = false
@@ -208,8 +236,12 @@ const make = Effect.fnUntraced(function* (
       }
     })
 
-  /** One batch: `idle` (nothing new), `sent`, or `failed` (the batch stays in the file for the next try). */
-  const step: Effect.Effect<"idle" | "sent" | "failed"> = Effect.gen(function* () {
+  /**
+   * One batch: `idle` (nothing new), `sent`, `full` (sent, and as large as
+   * a batch may be: more is likely waiting), or `failed` (the batch stays in
+   * the file for the next try).
+   */
+  const step: Effect.Effect<"idle" | "sent" | "full" | "failed"> = Effect.gen(function* () {
     if (!verified) {
       const version = yield* Effect.result(db.schemaVersion)
       if (version._tag === "Failure") {
@@ -253,7 +285,7 @@ const make = Effect.fnUntraced(function* (
     }
     yield* confirm(batch.end, batch.lines)
     yield* recovered
-    return "sent"
+    return batch.lines >= BATCH_RECORDS ? "full" : "sent"
   })
 
   /** `step`, with a defect (a bug, or a driver that threw) logged and taken as a failed batch: the loop never dies. */
@@ -277,11 +309,14 @@ const make = Effect.fnUntraced(function* (
     let backoff = BACKOFF_FIRST_MS
     for (;;) {
       const outcome = yield* guardedStep
-      if (outcome === "sent") {
+      if (outcome === "full") {
         backoff = BACKOFF_FIRST_MS
         continue
       }
-      if (outcome === "idle") {
+      // A batch that was not full: wait for more records, so that a steady trickle is sent in few inserts.
+      if (outcome === "sent" || outcome === "idle") {
+        backoff = BACKOFF_FIRST_MS
+        yield* save(false)
         yield* Effect.sleep(Duration.millis(POLL_MS))
         continue
       }
@@ -297,11 +332,15 @@ const make = Effect.fnUntraced(function* (
       if (episode === undefined && verified) {
         for (;;) {
           const outcome = yield* step
-          if (outcome !== "sent") break
+          if (outcome !== "sent" && outcome !== "full") break
         }
       }
-      yield* Effect.promise(() => reader.close())
-    }).pipe(Effect.timeout(Duration.millis(FLUSH_AT_CLOSE_MS)), Effect.ignore),
+    }).pipe(
+      Effect.timeout(Duration.millis(FLUSH_AT_CLOSE_MS)),
+      Effect.ignore,
+      Effect.andThen(save(true)),
+      Effect.andThen(Effect.promise(() => reader.close())),
+    ),
   )
   yield* Effect.forkScoped(loop)
 
