@@ -12,7 +12,7 @@
       devShells = forAll (pkgs: {
         default = pkgs.mkShell {
           # Chromium drives the console's browser tests (test/console); nixpkgs builds it for Linux only.
-          packages = [ pkgs.nodejs_24 pkgs.redis ] ++ pkgs.lib.optional pkgs.stdenv.isLinux pkgs.chromium;
+          packages = [ pkgs.nodejs_24 pkgs.redis pkgs.postgresql ] ++ pkgs.lib.optional pkgs.stdenv.isLinux pkgs.chromium;
         };
       });
 
