@@ -6,15 +6,14 @@
  * table's schema. Its errors are one tagged error with a `reason`; their
  * messages never hold the URL's password.
  */
-import { PgClient, PgTypes } from "@effect/sql-pg"
-import { Context, Data, Duration, Effect, Layer, Redacted, Result } from "effect"
+import { PgClient } from "@effect/sql-pg"
+import { Context, Data, Duration, Effect, Layer, Redacted } from "effect"
 import * as Reactivity from "effect/reactivity/Reactivity"
 import type { SqlError } from "effect/sql/SqlError"
-import type { UsageRecord } from "../meter/record.js"
-import { COLUMNS, insertStatement, migrationStatements, SCHEMA_VERSION, versionOf } from "./table.js"
+import { insertStatement, migrationStatements, SCHEMA_VERSION, versionOf } from "./table.js"
 
 /** Why the database did not answer as asked. */
-export type UsageDbReason = "connection" | "authentication" | "schema" | "timeout" | "query"
+export type UsageDbReason = "connection" | "authentication" | "schema" | "timeout" | "data" | "query"
 
 export class UsageDbError extends Data.TaggedError("UsageDbError")<{
   readonly reason: UsageDbReason
@@ -28,15 +27,14 @@ export interface UsageDatabaseService {
   /** The table, as configured (`schema.table` or `table`). */
   readonly table: string
   /**
-   * Inserts `records` and adds them to the hourly totals, in one statement
-   * (one transaction); records whose `request_id` is already in the table
-   * are left as they are and not counted again. Fails after `timeoutMs`
-   * (default 10 s) with reason `timeout`.
+   * Inserts records, each the JSON text of one (a line of the usage file),
+   * and adds them to the hourly totals, in one statement (one transaction);
+   * records whose `request_id` is already in the table are left as they are
+   * and not counted again. The database parses the texts: a text that is not
+   * a record it can hold fails the whole batch with reason `data`. Fails
+   * after `timeoutMs` (default 10 s) with reason `timeout`.
    */
-  readonly insert: (
-    records: ReadonlyArray<UsageRecord>,
-    timeoutMs?: number,
-  ) => Effect.Effect<void, UsageDbError>
+  readonly insert: (texts: ReadonlyArray<string>, timeoutMs?: number) => Effect.Effect<void, UsageDbError>
   /** The table's schema version: 0 when there is no table, undefined for a table Tollgate did not make. */
   readonly schemaVersion: Effect.Effect<number | undefined, UsageDbError>
   /** Creates or upgrades the table and its indexes; returns the version found before. */
@@ -70,7 +68,16 @@ const secretsOf = (url: string): ReadonlyArray<string> => {
   }
 }
 
+/** The SQLSTATE the server sent with an error, when it sent one. */
+const sqlStateOf = (error: SqlError): string | undefined => {
+  const cause = error.reason.cause as { readonly code?: unknown } | undefined
+  return typeof cause?.code === "string" ? cause.code : undefined
+}
+
 const reasonOf = (error: SqlError): UsageDbReason => {
+  const state = sqlStateOf(error)
+  // Class 22 (data exception) and 23 (integrity): the rows sent, not the database, are at fault.
+  if (state !== undefined && (state.startsWith("22") || state.startsWith("23"))) return "data"
   switch (error.reason._tag) {
     case "ConnectionError":
       return "connection"
@@ -93,36 +100,6 @@ const describe = (error: SqlError): string => {
   const cause = reason.cause instanceof Error ? reason.cause.message : undefined
   const message = reason.message ?? error.message
   return cause !== undefined && !message.includes(cause) ? `${message}: ${cause}` : message
-}
-
-/** One column of a batch as an array parameter of the column's type. */
-const columnParameter = (
-  records: ReadonlyArray<UsageRecord>,
-  name: string,
-  type: (typeof COLUMNS)[number]["type"],
-): PgTypes.Parameter => {
-  const values = new Array<unknown>(records.length)
-  for (let i = 0; i < records.length; i++) {
-    const value = (records[i] as unknown as Record<string, unknown>)[name]
-    values[i] =
-      value === null || value === undefined
-        ? null
-        : type === "bigint"
-          ? BigInt(value as number)
-          : type === "timestamptz"
-            ? Date.parse(value as string)
-            : value
-  }
-  const oid = {
-    timestamptz: PgTypes.OID.timestamptz,
-    text: PgTypes.OID.text,
-    boolean: PgTypes.OID.bool,
-    integer: PgTypes.OID.int4,
-    bigint: PgTypes.OID.int8,
-  }[type]
-  const parameter = PgTypes.array(values, oid)
-  if (Result.isFailure(parameter)) throw parameter.failure
-  return parameter.success
 }
 
 const make = Effect.fnUntraced(function* (url: Redacted.Redacted<string>, table: string) {
@@ -156,18 +133,12 @@ const make = Effect.fnUntraced(function* (url: Redacted.Redacted<string>, table:
       }),
     )
 
-  const insert = (records: ReadonlyArray<UsageRecord>, timeoutMs = 10_000) =>
-    Effect.suspend(() => {
-      let params: Array<PgTypes.Parameter>
-      try {
-        params = COLUMNS.map((c) => columnParameter(records, c.name, c.type))
-      } catch (cause) {
-        return Effect.fail(
-          new UsageDbError({ reason: "query", message: `records not encodable: ${String(cause)}` }),
-        )
-      }
-      return Effect.asVoid(run(client.unsafe(insertSql, params).raw, timeoutMs, "insert"))
-    })
+  // One text parameter, a JSON array of the records as the file holds them: no parsing or encoding of
+  // fields here (ADR 0069), and the statement's text is the same whatever the batch's size.
+  const insert = (texts: ReadonlyArray<string>, timeoutMs = 10_000) =>
+    Effect.suspend(() =>
+      Effect.asVoid(run(client.unsafe(insertSql, [`[${texts.join(",")}]`]).raw, timeoutMs, "insert")),
+    )
 
   const schemaVersion = run(
     client.unsafe<{ exists: boolean; comment: string | null }>(

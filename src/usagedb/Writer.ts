@@ -11,7 +11,7 @@
  */
 import { Cause, Clock, Context, Data, Duration, Effect, Layer, Redacted } from "effect"
 import type { UsageDatabaseConfig } from "../config/model.js"
-import { NUMBER_FIELDS, type UsageRecord } from "../meter/record.js"
+import { decodeRecord, NUMBER_FIELDS, type UsageRecord } from "../meter/record.js"
 import { UsageLog, type UsageLogService } from "../meter/UsageLog.js"
 import { UsageDbStats } from "../ops/UsageDbStats.js"
 import { UsageDatabase, UsageDbError } from "./Database.js"
@@ -67,13 +67,16 @@ const TEXT_FIELDS = [
   "budget",
 ] as const
 
-/** Whether the table can hold `record` as it is: integer amounts, a time, text without NUL (PostgreSQL refuses it). */
+/** A UTF-16 surrogate not in a pair (in unicode mode a pair is one code point, not `Cs`). */
+const LONE_SURROGATE = /\p{Cs}/u
+
+/** Whether the table can hold `record` as it is: integer amounts, a time, text without NUL or a lone surrogate (PostgreSQL refuses both). */
 export const insertable = (record: UsageRecord): boolean => {
   for (const field of NUMBER_FIELDS) if (!Number.isSafeInteger(record[field])) return false
   if (record.attempts > 2_147_483_647 || record.status > 2_147_483_647) return false
   for (const field of TEXT_FIELDS) {
     const value = record[field]
-    if (value !== null && value.includes("\u0000")) return false
+    if (value !== null && (value.includes("\u0000") || LONE_SURROGATE.test(value))) return false
   }
   return Number.isFinite(Date.parse(record.ts))
 }
@@ -236,6 +239,44 @@ const make = Effect.fnUntraced(function* (
       }
     })
 
+  const skippedLines = (lines: number, end: number) =>
+    Effect.logWarning("usage database: lines of the usage file that are not records it can hold, skipped").pipe(
+      Effect.annotateLogs({ file: usageFile, lines, before_offset: end }),
+    )
+
+  /**
+   * A batch the database refused as data: only the lines that are records
+   * it can hold (parsed and checked here), and, should it refuse those too,
+   * one at a time, each refused one skipped. `sent`, or `failed` when the
+   * database stopped answering meanwhile (the batch is read again).
+   */
+  const sendChecked = (texts: ReadonlyArray<string>, end: number) =>
+    Effect.gen(function* () {
+      const records = texts.filter((text) => {
+        const record = decodeRecord(text)
+        return record !== undefined && insertable(record)
+      })
+      let refused = texts.length - records.length
+      const whole = records.length === 0 ? undefined : yield* Effect.result(db.insert(records))
+      if (whole?._tag === "Failure") {
+        if (whole.failure.reason !== "data") {
+          yield* failed(whole.failure)
+          return "failed" as const
+        }
+        for (const text of records) {
+          const one = yield* Effect.result(db.insert([text]))
+          if (one._tag === "Success") continue
+          if (one.failure.reason !== "data") {
+            yield* failed(one.failure)
+            return "failed" as const
+          }
+          refused++
+        }
+      }
+      if (refused > 0) yield* skippedLines(refused, end)
+      return "sent" as const
+    })
+
   /**
    * One batch: `idle` (nothing new), `sent`, `full` (sent, and as large as
    * a batch may be: more is likely waiting), or `failed` (the batch stays in
@@ -269,20 +310,19 @@ const make = Effect.fnUntraced(function* (
     }
     const batch = read.success
     if (batch === undefined) return "idle"
-    const records = batch.records.filter(insertable)
-    const refused = batch.records.length - records.length + batch.skipped
-    if (refused > 0) {
-      yield* Effect.logWarning(
-        "usage database: lines of the usage file that are not records it can hold, skipped",
-      ).pipe(Effect.annotateLogs({ file: usageFile, lines: refused, before_offset: batch.end }))
-    }
-    if (records.length > 0) {
-      const sent = yield* Effect.result(db.insert(records))
+    if (batch.texts.length > 0) {
+      const sent = yield* Effect.result(db.insert(batch.texts))
       if (sent._tag === "Failure") {
-        yield* failed(sent.failure)
-        return "failed"
+        if (sent.failure.reason !== "data") {
+          yield* failed(sent.failure)
+          return "failed"
+        }
+        // A line the database refused (torn by a crash, or not a record): the batch again without it.
+        const kept = yield* sendChecked(batch.texts, batch.end)
+        if (kept === "failed") return "failed"
       }
     }
+    if (batch.skipped > 0) yield* skippedLines(batch.skipped, batch.end)
     yield* confirm(batch.end, batch.lines)
     yield* recovered
     return batch.lines >= BATCH_RECORDS ? "full" : "sent"

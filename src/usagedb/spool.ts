@@ -3,11 +3,11 @@
  * records from a byte offset of the file, in order, a bounded batch at a
  * time, and the checkpoint beside the file that says up to which offset the
  * database has confirmed them (ADR 0069). Memory is bounded by one batch
- * whatever the file holds; a line the database cannot take (torn by a
- * crash, not a record) is skipped and counted.
+ * whatever the file holds. The reader hands on the lines as the file holds
+ * them (JSON text, not parsed: the database parses them, ADR 0069); a line
+ * longer than any record is skipped and counted.
  */
 import * as fs from "node:fs"
-import { decodeRecord, type UsageRecord } from "../meter/record.js"
 import { MAX_RECORD_LINE_BYTES } from "../meter/UsageLog.js"
 
 /** Where the database stands in the usage file. */
@@ -53,21 +53,13 @@ export const writeCheckpoint = (path: string, checkpoint: Checkpoint): void => {
   fs.renameSync(temp, path)
 }
 
-/** The inode of `file`, or -1 when it does not exist. */
-export const inodeOf = (file: string): number => {
-  try {
-    return fs.statSync(file).ino
-  } catch {
-    return -1
-  }
-}
-
-/** Records read from the spool. */
+/** Lines read from the spool. */
 export interface Batch {
-  readonly records: ReadonlyArray<UsageRecord>
-  /** Lines consumed: the records and the skipped lines. */
+  /** The lines that may be records (not empty, not longer than a record), without their line ends. */
+  readonly texts: ReadonlyArray<string>
+  /** Lines consumed: the texts and the skipped lines. */
   readonly lines: number
-  /** Lines that were not whole records. */
+  /** Lines that cannot be records (longer than any). */
   readonly skipped: number
   /** The offset just after the batch's last line (what a confirmed batch moves the checkpoint to). */
   readonly end: number
@@ -77,10 +69,10 @@ export interface Batch {
 const READ_BYTES = 256 * 1024
 
 /**
- * Reads whole lines of `file` from an offset. `next` returns the records
- * of at most `maxRecords` lines after the current offset (undefined when
- * there is no whole line yet); `advance` moves the offset past a batch
- * once it is confirmed, so a batch that could not be sent is read again.
+ * Reads whole lines of `file` from an offset. `next` returns at most
+ * `maxLines` lines after the current offset (undefined when there is no
+ * whole line yet); the writer moves `offset` past a batch once it is
+ * confirmed, so a batch that could not be sent is read again.
  */
 export class SpoolReader {
   private handle: fs.promises.FileHandle | undefined
@@ -95,17 +87,23 @@ export class SpoolReader {
 
   /** The open file, reopened when it was replaced (another inode) or shrank below the offset: then from 0. */
   private async open(): Promise<fs.promises.FileHandle | undefined> {
-    const ino = inodeOf(this.file)
-    if (ino === -1) return undefined
-    if (this.handle !== undefined && ino !== this.ino) {
+    // One stat of the path per read: its inode says whether the open handle is still the file's.
+    let stat: fs.Stats
+    try {
+      stat = fs.statSync(this.file)
+    } catch {
+      return undefined
+    }
+    if (this.handle !== undefined && stat.ino !== this.ino) {
       await this.close()
       this.offset = 0
     }
     if (this.handle === undefined) {
       this.handle = await fs.promises.open(this.file, "r")
       this.ino = (await this.handle.stat()).ino
+      if (this.ino !== stat.ino) return this.open()
     }
-    if ((await this.handle.stat()).size < this.offset) this.offset = 0
+    if (stat.size < this.offset) this.offset = 0
     return this.handle
   }
 
@@ -120,21 +118,21 @@ export class SpoolReader {
     return this.ino
   }
 
-  async next(maxRecords: number): Promise<Batch | undefined> {
+  async next(maxLines: number): Promise<Batch | undefined> {
     const handle = await this.open()
     if (handle === undefined) return undefined
-    const records: Array<UsageRecord> = []
+    const texts: Array<string> = []
     let lines = 0
     let skipped = 0
     let position = this.offset
     /** Start of a line longer than the buffer that is being skipped (its end not found yet). */
     let skipping = false
-    while (lines < maxRecords) {
+    while (lines < maxLines) {
       const { bytesRead } = await handle.read(this.buffer, 0, READ_BYTES, position)
       if (bytesRead === 0) break
       const chunk = this.buffer.subarray(0, bytesRead)
       let at = 0
-      while (at < chunk.length && lines < maxRecords) {
+      while (at < chunk.length && lines < maxLines) {
         const newline = chunk.indexOf(0x0a, at)
         if (newline < 0) break
         if (skipping) {
@@ -142,12 +140,8 @@ export class SpoolReader {
           skipped++
         } else if (newline - at > MAX_RECORD_LINE_BYTES) skipped++
         else {
-          const line = chunk.toString("utf8", at, newline).replace(/\r$/, "")
-          if (line.length > 0) {
-            const record = decodeRecord(line)
-            if (record === undefined) skipped++
-            else records.push(record)
-          }
+          const end = newline > at && chunk[newline - 1] === 0x0d ? newline - 1 : newline
+          if (end > at) texts.push(chunk.toString("utf8", at, end))
         }
         lines++
         at = newline + 1
@@ -162,7 +156,7 @@ export class SpoolReader {
       if (at < chunk.length || bytesRead < READ_BYTES) break
     }
     if (lines === 0) return undefined
-    return { records, lines, skipped, end: position }
+    return { texts, lines, skipped, end: position }
   }
 
   /** Counts the whole lines from the offset to the end of the file (the backlog at start). */

@@ -161,16 +161,18 @@ const rollupSelect = (table: string): string => {
 }
 
 /**
- * The insert of one batch, in one statement: the rows (one array parameter
- * per column, `unnest`, so the text is the same for every batch size), and
+ * The insert of one batch, in one statement: the rows from one parameter, a
+ * JSON array of records (`json_populate_recordset` maps each field to the
+ * column of its name; fields the table has no column for are ignored), and
  * the hourly totals of the rows that were new. Rows already in the table
  * (sent before) are left alone and not counted again.
  */
 export const insertStatement = (table: string): string => {
   const names = COLUMNS.map((c) => quoteIdent(c.name)).join(", ")
-  const arrays = COLUMNS.map((c, i) => `$${i + 1}::${c.type}[]`).join(", ")
+  const name = quoteTable(table)
   return (
-    `${rollupInsert(table)}INSERT INTO ${quoteTable(table)} (${names}) SELECT * FROM unnest(${arrays}) ` +
+    `${rollupInsert(table)}INSERT INTO ${name} (${names}) SELECT ${names} ` +
+    `FROM json_populate_recordset(NULL::${name}, $1::json) ` +
     `ON CONFLICT (request_id) DO NOTHING RETURNING *) ${rollupSelect(table)}`
   )
 }

@@ -1,8 +1,8 @@
-import { readFileSync } from "node:fs"
+import { readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import type { UsageRecord } from "../../src/meter/record.js"
-import { ADMIN_ENV, ADMIN_TOKEN, adminGet, groupRecords, sumRecords } from "../admin/fixtures.js"
+import { encodeRecord, type UsageRecord } from "../../src/meter/record.js"
+import { ADMIN_ENV, ADMIN_TOKEN, adminGet, groupRecords, sumRecords, usageRecord } from "../admin/fixtures.js"
 import { eventually, startHarness, UPSTREAM_KEY_ENV, type Harness } from "../support/harness.js"
 import { startPostgres, type PostgresHandle } from "../support/postgres.js"
 import { tempDir } from "../support/tempDirs.js"
@@ -239,4 +239,37 @@ describe("usage.database", () => {
     expect(await metric(third, "tollgate_usage_db_pending_records")).toBe(0)
     expect(count("restart")).toBe(50)
   }, 90_000)
+
+  it("lines of the usage file the table cannot hold (torn, not JSON, not a record, NUL, a fraction, a lone surrogate, a time out of range) are skipped, every record around them sent", async () => {
+    const url = await migrated("bad_lines")
+    const dir = tempDir("tollgate-usagedb-badlines-")
+    const at = (i: number) => new Date(Date.now() - 60_000 + i * 1000).toISOString()
+    const good = Array.from({ length: 6 }, (_, i) => usageRecord({ ts: at(i), request_id: `good-${i}` }))
+    const line = (r: UsageRecord) => encodeRecord(r).trimEnd()
+    const bad = [
+      // A crash tore a record; the next one was appended on the same line.
+      line(usageRecord({ ts: at(10), request_id: "torn" })).slice(0, 80) + line(usageRecord({ ts: at(11), request_id: "after-torn" })),
+      "not json at all",
+      "[1, 2, 3]",
+      line(usageRecord({ ts: at(12), request_id: "no-id" })).replace('"request_id":"no-id"', '"request_id":null'),
+      line(usageRecord({ ts: at(13), request_id: "nul", tenant: "ac\u0000me" })),
+      line(usageRecord({ ts: at(14), request_id: "fraction" })).replace('"cost_micro_usd":80', '"cost_micro_usd":80.5'),
+      line(usageRecord({ ts: "yesterday", request_id: "no-time" })),
+      line(usageRecord({ ts: at(15), request_id: "surrogate", tenant: "x\ud800" })),
+      // Passes the gateway's own check, refused by PostgreSQL (a time JavaScript reads): found by sending one at a time.
+      line(usageRecord({ ts: "+275760-09-13T00:00:00.000Z", request_id: "far-future" })),
+    ]
+    const lines = [line(good[0]!), bad[0], line(good[1]!), bad[1], bad[2], line(good[2]!), bad[3], bad[4], line(good[3]!), bad[5], bad[6], line(good[4]!), "", bad[7], bad[8], line(good[5]!)]
+    writeFileSync(join(dir, "usage.jsonl"), `${lines.join("\n")}\n`)
+    const h = await copy(url, dir)
+    await eventually(async () => (await metric(h, "tollgate_usage_db_pending_records")) === 0, 15_000)
+    expect(pg.psql("SELECT string_agg(request_id, ',' ORDER BY request_id) FROM tollgate_usage", "bad_lines")).toBe(
+      good.map((r) => r.request_id).join(","),
+    )
+    // The gateway's own records after them go through the quick path again.
+    await send(h, 1)
+    await eventually(() => count("bad_lines") === 7, 15_000)
+    const last = JSON.parse(readFileSync(h.config.usageFile, "utf8").trimEnd().split("\n").at(-1)!) as UsageRecord
+    expect(tableRows("bad_lines")).toEqual([...good, last].sort(byId))
+  }, 60_000)
 })
