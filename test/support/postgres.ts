@@ -201,6 +201,8 @@ export const startPostgres = async (): Promise<PostgresHandle> => {
   const psql = (sql: string, database = "postgres"): string =>
     execFileSync("psql", ["-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", urlOf(database), "-c", sql], {
       stdio: ["ignore", "pipe", "pipe"],
+      // A fleet's table as JSON is tens of MB.
+      maxBuffer: 512 * 1024 * 1024,
     })
       .toString()
       .trim()

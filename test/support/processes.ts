@@ -44,10 +44,14 @@ export const startCommand = (
       child.kill("SIGKILL")
       reject(new Error(`no "listening on" line within ${timeoutMs} ms; output:\n${output}`))
     }, timeoutMs)
+    let listening = false
     const onData = (chunk: Buffer) => {
       output += chunk.toString("utf8")
+      // Once listening, only kept: a chatty process's output is not searched again at every chunk.
+      if (listening) return
       const match = /listening on (http:\/\/\S+)/.exec(output)
-      if (match !== null && timer !== undefined) {
+      if (match !== null) {
+        listening = true
         clearTimeout(timer)
         resolvePromise({
           child,

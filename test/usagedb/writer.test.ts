@@ -248,28 +248,54 @@ describe("usage.database", () => {
     const line = (r: UsageRecord) => encodeRecord(r).trimEnd()
     const bad = [
       // A crash tore a record; the next one was appended on the same line.
-      line(usageRecord({ ts: at(10), request_id: "torn" })).slice(0, 80) + line(usageRecord({ ts: at(11), request_id: "after-torn" })),
+      line(usageRecord({ ts: at(10), request_id: "torn" })).slice(0, 80) +
+        line(usageRecord({ ts: at(11), request_id: "after-torn" })),
       "not json at all",
       "[1, 2, 3]",
-      line(usageRecord({ ts: at(12), request_id: "no-id" })).replace('"request_id":"no-id"', '"request_id":null'),
+      line(usageRecord({ ts: at(12), request_id: "no-id" })).replace(
+        '"request_id":"no-id"',
+        '"request_id":null',
+      ),
       line(usageRecord({ ts: at(13), request_id: "nul", tenant: "ac\u0000me" })),
-      line(usageRecord({ ts: at(14), request_id: "fraction" })).replace('"cost_micro_usd":80', '"cost_micro_usd":80.5'),
+      line(usageRecord({ ts: at(14), request_id: "fraction" })).replace(
+        '"cost_micro_usd":80',
+        '"cost_micro_usd":80.5',
+      ),
       line(usageRecord({ ts: "yesterday", request_id: "no-time" })),
       line(usageRecord({ ts: at(15), request_id: "surrogate", tenant: "x\ud800" })),
       // Passes the gateway's own check, refused by PostgreSQL (a time JavaScript reads): found by sending one at a time.
       line(usageRecord({ ts: "+275760-09-13T00:00:00.000Z", request_id: "far-future" })),
     ]
-    const lines = [line(good[0]!), bad[0], line(good[1]!), bad[1], bad[2], line(good[2]!), bad[3], bad[4], line(good[3]!), bad[5], bad[6], line(good[4]!), "", bad[7], bad[8], line(good[5]!)]
+    const lines = [
+      line(good[0]!),
+      bad[0],
+      line(good[1]!),
+      bad[1],
+      bad[2],
+      line(good[2]!),
+      bad[3],
+      bad[4],
+      line(good[3]!),
+      bad[5],
+      bad[6],
+      line(good[4]!),
+      "",
+      bad[7],
+      bad[8],
+      line(good[5]!),
+    ]
     writeFileSync(join(dir, "usage.jsonl"), `${lines.join("\n")}\n`)
     const h = await copy(url, dir)
     await eventually(async () => (await metric(h, "tollgate_usage_db_pending_records")) === 0, 15_000)
-    expect(pg.psql("SELECT string_agg(request_id, ',' ORDER BY request_id) FROM tollgate_usage", "bad_lines")).toBe(
-      good.map((r) => r.request_id).join(","),
-    )
+    expect(
+      pg.psql("SELECT string_agg(request_id, ',' ORDER BY request_id) FROM tollgate_usage", "bad_lines"),
+    ).toBe(good.map((r) => r.request_id).join(","))
     // The gateway's own records after them go through the quick path again.
     await send(h, 1)
     await eventually(() => count("bad_lines") === 7, 15_000)
-    const last = JSON.parse(readFileSync(h.config.usageFile, "utf8").trimEnd().split("\n").at(-1)!) as UsageRecord
+    const last = JSON.parse(
+      readFileSync(h.config.usageFile, "utf8").trimEnd().split("\n").at(-1)!,
+    ) as UsageRecord
     expect(tableRows("bad_lines")).toEqual([...good, last].sort(byId))
   }, 60_000)
 })
