@@ -9,10 +9,11 @@
  * in the table exactly once: sent again after a crash between the insert
  * and the checkpoint, it is ignored by the primary key.
  */
-import { Cause, Clock, Context, Data, Duration, Effect, Layer, Redacted } from "effect"
+import { Cause, Clock, Context, Data, Duration, Effect, Layer, Option, Redacted } from "effect"
 import type { UsageDatabaseConfig } from "../config/model.js"
 import { decodeRecord, NUMBER_FIELDS, type UsageRecord } from "../meter/record.js"
 import { UsageLog, type UsageLogService } from "../meter/UsageLog.js"
+import { UsageBacklog } from "../ops/UsageBacklog.js"
 import { UsageDbStats } from "../ops/UsageDbStats.js"
 import { UsageDatabase, UsageDbError } from "./Database.js"
 import { checkpointPath, readCheckpoint, SpoolReader, writeCheckpoint, type Checkpoint } from "./spool.js"
@@ -140,6 +141,9 @@ const make = Effect.fnUntraced(function* (
 ) {
   const db = yield* UsageDatabase
   const stats = yield* UsageDbStats
+  // Records the usage log gave up (a full disk and a full backlog, ADR 0070) never reach the file: not pending.
+  const usageBacklog = Option.getOrUndefined(yield* Effect.serviceOption(UsageBacklog))
+  let droppedSeen = usageBacklog?.dropped ?? 0
   let verified = yield* checkAtStart(database, configPath)
 
   const target = targetOf(url, database.table)
@@ -240,9 +244,9 @@ const make = Effect.fnUntraced(function* (
     })
 
   const skippedLines = (lines: number, end: number) =>
-    Effect.logWarning("usage database: lines of the usage file that are not records it can hold, skipped").pipe(
-      Effect.annotateLogs({ file: usageFile, lines, before_offset: end }),
-    )
+    Effect.logWarning(
+      "usage database: lines of the usage file that are not records it can hold, skipped",
+    ).pipe(Effect.annotateLogs({ file: usageFile, lines, before_offset: end }))
 
   /**
    * A batch the database refused as data: only the lines that are records
@@ -283,6 +287,10 @@ const make = Effect.fnUntraced(function* (
    * the file for the next try).
    */
   const step: Effect.Effect<"idle" | "sent" | "full" | "failed"> = Effect.gen(function* () {
+    if (usageBacklog !== undefined && usageBacklog.dropped !== droppedSeen) {
+      stats.pending = Math.max(0, stats.pending - (usageBacklog.dropped - droppedSeen))
+      droppedSeen = usageBacklog.dropped
+    }
     if (!verified) {
       const version = yield* Effect.result(db.schemaVersion)
       if (version._tag === "Failure") {

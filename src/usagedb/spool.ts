@@ -153,7 +153,9 @@ export class SpoolReader {
         continue
       }
       position += at
-      if (at < chunk.length || bytesRead < READ_BYTES) break
+      // The end of the file (what follows is a line still being written); else the next read goes on from
+      // the start of the line this one cut, so a batch is up to `maxLines` lines whatever their length.
+      if (bytesRead < READ_BYTES) break
     }
     if (lines === 0) return undefined
     return { texts, lines, skipped, end: position }

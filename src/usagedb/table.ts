@@ -6,8 +6,13 @@
  * table older than it needs and `tollgate usage migrate` knows what to add.
  */
 
-/** The schema version this build writes and reads. */
-export const SCHEMA_VERSION = 1
+/**
+ * The schema version this build writes and reads. 1: the table, its
+ * indexes and the hourly totals; 2: a tenant's records by time carry the
+ * session and the sums in their index (an index-only scan for a tenant's
+ * sessions and the ends of a tenant's ranges), instead of `_tenant_ts`.
+ */
+export const SCHEMA_VERSION = 2
 
 /** The table comment that carries the version: `tollgate usage schema N`. */
 export const versionComment = (version: number): string => `tollgate usage schema ${version}`
@@ -62,6 +67,10 @@ export const quoteIdent = (name: string): string => `"${name.replace(/"/g, '""')
 /** The table's name as SQL: `"table"` or `"schema"."table"`. */
 export const quoteTable = (table: string): string => table.split(".").map(quoteIdent).join(".")
 
+/** Index `index` in the schema of `table`, as SQL (an index lives in its table's schema). */
+const quoteTableIn = (table: string, index: string): string =>
+  table.includes(".") ? `${quoteIdent(table.split(".")[0]!)}.${quoteIdent(index)}` : quoteIdent(index)
+
 /** The unqualified part of a table name, the prefix of its index names. */
 const baseName = (table: string): string => table.split(".").at(-1)!
 
@@ -84,16 +93,22 @@ export const HOURLY_SUMS = [
   "cost_micro_usd",
 ] as const
 
+/** The columns a tenant's records by time carry in their index (schema 2): what its queries sum. */
+const TENANT_TS_INCLUDE =
+  "session, status, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_micro_usd"
+
 /**
  * The indexes, each `[name, columns]`: every admin query is a time range,
  * alone or of one tenant, and the groupings the issue names (route, key,
  * model) have their own, so a month of one of them is an index range scan.
+ * A tenant's by time includes the session and the sums, so a month of one
+ * tenant's sessions (and the ends of its ranges) reads the index alone.
  */
 export const indexes = (table: string): ReadonlyArray<readonly [string, string]> => {
   const base = baseName(table)
   return [
     [`${base}_ts`, "ts"],
-    [`${base}_tenant_ts`, "tenant, ts"],
+    [`${base}_tenant_ts_sums`, `tenant, ts) INCLUDE (${TENANT_TS_INCLUDE}`],
     [`${base}_tenant_key_ts`, "tenant, key_id, ts"],
     [`${base}_route_ts`, "route, ts"],
     [`${base}_model_ts`, "model, ts"],
@@ -132,6 +147,11 @@ export const migrationStatements = (table: string, from: number): ReadonlyArray<
     )
     // Totals of rows already in the table (none when both are made together).
     statements.push(`${rollupInsert(table)} SELECT * FROM ${name}) ${rollupSelect(table)}`)
+  } else if (from < 2) {
+    // 1 → 2: the tenant's index with the session and the sums, in place of the plain one.
+    const [index, columns] = indexes(table)[1]!
+    statements.push(`CREATE INDEX IF NOT EXISTS ${quoteIdent(index)} ON ${name} (${columns})`)
+    statements.push(`DROP INDEX IF EXISTS ${quoteTableIn(table, `${baseName(table)}_tenant_ts`)}`)
   }
   statements.push(`COMMENT ON TABLE ${name} IS '${versionComment(SCHEMA_VERSION)}'`)
   return statements
