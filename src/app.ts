@@ -24,6 +24,7 @@ import * as Metrics from "./ops/Metrics.js"
 import * as Reload from "./ops/Reload.js"
 import * as Tracing from "./ops/Tracing.js"
 import type { Telemetry } from "./ops/Telemetry.js"
+import { UsageBacklog } from "./ops/UsageBacklog.js"
 import { UsageDbStats } from "./ops/UsageDbStats.js"
 import * as UsageDatabase from "./usagedb/Database.js"
 import * as UsageDbWriter from "./usagedb/Writer.js"
@@ -45,7 +46,9 @@ const usageLayers = (
   const database = config.usageDatabase
   if (database === undefined) {
     return {
-      log: UsageIndex.withIndex(UsageLog.layer(config.usageFile)),
+      log: UsageIndex.withIndex(
+        UsageLog.layer(config.usageFile, { backlogMaxBytes: config.usageBacklogMaxBytes }),
+      ),
       index: UsageIndex.layer(config.usageFile),
     }
   }
@@ -58,7 +61,9 @@ const usageLayers = (
     ),
   ).pipe(Layer.provide(db))
   return {
-    log: UsageDbWriter.withWriter(UsageLog.layer(config.usageFile)).pipe(Layer.provide(writer)),
+    log: UsageDbWriter.withWriter(
+      UsageLog.layer(config.usageFile, { backlogMaxBytes: config.usageBacklogMaxBytes }),
+    ).pipe(Layer.provide(writer)),
     index: DbIndex.layer.pipe(Layer.provide(db)),
   }
 }
@@ -99,7 +104,7 @@ export const appLayer = (
     Layer.provideMerge(usage.index),
     Layer.provideMerge(telemetry),
     Layer.provideMerge(Metrics.layer),
-    Layer.provideMerge(UsageDbStats.layer),
+    Layer.provideMerge(Layer.merge(UsageDbStats.layer, UsageBacklog.layer)),
     Layer.provideMerge(
       Layer.mergeAll(
         Breakers.layer,

@@ -232,6 +232,8 @@ export interface TollgateConfig {
   readonly usageFile: string
   /** `usage.database` (SPEC Part 3): every record also goes to this PostgreSQL table; undefined: the file alone. */
   readonly usageDatabase: UsageDatabaseConfig | undefined
+  /** `usage.backlog_max_bytes` (ADR 0070): the most bytes of records held in memory while the file refuses writes. */
+  readonly usageBacklogMaxBytes: number
   /** Absolute path of the runtime keys file of the memory store. Default `keys.jsonl` beside the usage file. */
   readonly keysFile: string
   /** Absolute path of the price table. Default `config/pricing.yaml`. */

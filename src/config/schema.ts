@@ -97,13 +97,22 @@ export const UsageDatabaseSection = Schema.Struct({
   table: withDefault(TableName, "tollgate_usage"),
 }).pipe(Schema.encodeKeys({ urlEnv: "url_env" }), mapping)
 
-/** `usage:` — `file` stays undefined when absent (decode.ts resolves the default); `database` absent: the file alone. */
+/** `usage.backlog_max_bytes`: at least one record's longest line (64 KiB). */
+const BacklogBytes = says(
+  "must be an integer of at least 65536 (64 KiB)",
+  Schema.Number.check(Schema.isInt(), Schema.isGreaterThanOrEqualTo(65_536)),
+)
+
+/**
+ * `usage:` — `file` stays undefined when absent (decode.ts resolves the
+ * default); `database` absent: the file alone; `backlog_max_bytes` (ADR
+ * 0070) defaults to 4 MiB.
+ */
 export const UsageSection = Schema.Struct({
   file: Schema.optionalKey(Name),
   database: Schema.optionalKey(UsageDatabaseSection),
-}).annotate({
-  message: "must be a mapping",
-})
+  backlogMaxBytes: withDefault(BacklogBytes, 4 * 1024 * 1024),
+}).pipe(Schema.encodeKeys({ backlogMaxBytes: "backlog_max_bytes" }), mapping)
 
 /** `pricing:` — `file` stays undefined when absent (decode.ts resolves the default). */
 export const PricingSection = Schema.Struct({ file: Schema.optionalKey(Name) }).annotate({

@@ -96,6 +96,7 @@ export type GatewayError =
   | RateLimited
   | BudgetExceeded
   | StoreUnavailable
+  | UsageLogFull
   | Unauthenticated
   | RouteNotAllowed
   | RouteNotFound
@@ -142,6 +143,13 @@ export class BudgetExceeded extends Schema.TaggedError<BudgetExceeded>()("Budget
 export class StoreUnavailable extends Schema.TaggedError<StoreUnavailable>()("StoreUnavailable", {}) {
   override get message(): string {
     return "the limit store is unavailable and this tenant has a hard budget; retry shortly"
+  }
+}
+
+/** The usage file refuses writes, its backlog is full, and the tenant has a hard budget (503, ADR 0070). */
+export class UsageLogFull extends Schema.TaggedError<UsageLogFull>()("UsageLogFull", {}) {
+  override get message(): string {
+    return "usage cannot be recorded right now (the gateway's usage log is full) and this tenant has a hard budget; retry shortly"
   }
 }
 
@@ -258,6 +266,13 @@ export const ERRORS: { readonly [Tag in GatewayError["_tag"]]: ErrorRow } = {
     openaiCode: null,
     record: "store_unavailable",
   },
+  UsageLogFull: {
+    status: 503,
+    anthropic: "overloaded_error",
+    openai: "overloaded_error",
+    openaiCode: null,
+    record: "usage_log_full",
+  },
 }
 
 /** The `error` code a usage record carries for an error Tollgate answered itself. */
@@ -305,6 +320,7 @@ export const renderError = (api: ApiFormat, error: GatewayError): ErrorResponse 
       Object.assign(headers, error.rateHeaders)
       break
     case "StoreUnavailable":
+    case "UsageLogFull":
       headers["retry-after"] = "5"
       break
   }

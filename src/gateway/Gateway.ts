@@ -20,6 +20,7 @@ import { Deadlines } from "../reliability/Deadlines.js"
 import { RetryBudget } from "../reliability/RetryBudget.js"
 import { makeAuthenticator, type Principal } from "./auth.js"
 import { collectBody } from "./parse.js"
+import { UsageBacklog } from "../ops/UsageBacklog.js"
 import { makePipeline, type Interruption } from "./pipeline.js"
 import { writeError } from "./respond.js"
 import type { RequestInfo } from "./stages.js"
@@ -99,6 +100,7 @@ export const layer = Layer.effect(
       telemetry,
       openRequests: yield* OpenRequests,
       meters: yield* Meter,
+      usageBacklog: yield* UsageBacklog,
     }
     /** What a request uses from its start to its end, for one configuration (a reload makes the next, ADR 0052). */
     const snapshotOf = (next: TollgateConfig, clients: ProviderView): Snapshot => ({

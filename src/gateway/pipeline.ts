@@ -1,3 +1,6 @@
+import { hasHardBudget } from "../limits/admission.js"
+import type { UsageBacklogCounts } from "../ops/UsageBacklog.js"
+import { UsageLogFull } from "../domain/errors.js"
 import { Cause, Effect, Exit, Option } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import type { RouteConfig, TollgateConfig } from "../config/model.js"
@@ -52,6 +55,8 @@ export interface PipelineDeps {
   readonly telemetry: TelemetryService
   readonly openRequests: OpenRequests["Service"]
   readonly meters: Meter["Service"]
+  /** The usage records held in memory while the usage file refuses writes (ADR 0070). */
+  readonly usageBacklog: Readonly<UsageBacklogCounts>
 }
 
 /** Why a request ended early: the drain ended it (`shutdown`), or the client went away. */
@@ -154,6 +159,13 @@ export const makePipeline = (deps: PipelineDeps) => {
     // Uninterruptible up to the assignment: an admission that happened is settled (by the finish), even if
     // the client left while it was on its way. (A wait in the tenant's queue, ADR 0057, is interruptible.)
     const queue = tenant.limits.queue
+    // The usage file refuses writes and its backlog is full (ADR 0070): a hard budget's spend cannot be
+    // proven, so its tenant waits; the others are served, their records counted as dropped.
+    if (
+      deps.usageBacklog.full &&
+      hasHardBudget({ tenant, tokenCost: 0, reserve: 0, sessionId: undefined, key: info.principal })
+    )
+      return yield* new UsageLogFull()
     yield* Effect.uninterruptible(
       Effect.map(
         limits.admit({

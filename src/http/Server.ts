@@ -3,6 +3,7 @@ import { Context, Data, Effect, Layer, Scope } from "effect"
 import { HttpRouter } from "effect/http"
 import { createServer, type IncomingMessage, type Server as NodeServer, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
+import { UsageBacklog } from "../ops/UsageBacklog.js"
 import { Config } from "../config/Config.js"
 import { LiveConfig } from "../config/LiveConfig.js"
 import { Reload } from "../ops/Reload.js"
@@ -62,8 +63,14 @@ export const layer = Layer.effect(
     const router = yield* HttpRouter.make
     const metrics = yield* Metrics
     const keys = yield* KeyStore
+    const backlog = yield* UsageBacklog
     yield* router.addAll(
-      makeRoutes(live.get, { draining: gateway.draining, storeOk: limits.checkStore }, metrics, keys),
+      makeRoutes(
+        live.get,
+        { draining: gateway.draining, storeOk: limits.checkStore, usageLogFull: () => backlog.full },
+        metrics,
+        keys,
+      ),
     )
     yield* router.addAll(admin.routes)
     const app = router.asHttpEffect().pipe(Effect.catch(() => notFound))

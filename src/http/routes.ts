@@ -100,6 +100,8 @@ const metrics = ({ scrape, contentType }: Metrics["Service"]) =>
 export interface Readiness {
   readonly draining: () => boolean
   readonly storeOk: Effect.Effect<boolean>
+  /** True while the usage file refuses writes and its backlog is full (ADR 0070): not ready. */
+  readonly usageLogFull: () => boolean
 }
 
 /** The routes of the non-proxy endpoints (the admin API adds its own, src/admin). */
@@ -119,7 +121,12 @@ export const makeRoutes = (
       readiness.draining()
         ? Effect.succeed(HttpServerResponse.jsonUnsafe({ status: "draining" }, { status: 503 }))
         : Effect.map(readiness.storeOk, (ok) =>
-            HttpServerResponse.jsonUnsafe({ status: "ready", store: ok ? "ok" : "unavailable" }),
+            readiness.usageLogFull()
+              ? HttpServerResponse.jsonUnsafe(
+                  { status: "not_ready", store: ok ? "ok" : "unavailable", usage_log: "full" },
+                  { status: 503 },
+                )
+              : HttpServerResponse.jsonUnsafe({ status: "ready", store: ok ? "ok" : "unavailable" }),
           ),
     ),
   ),

@@ -4,7 +4,8 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { Context, Data, Effect, FiberSet, Layer } from "effect"
+import { Clock, Context, Data, Duration, Effect, FiberSet, Layer, Option } from "effect"
+import { UsageBacklog, type UsageBacklogCounts } from "../ops/UsageBacklog.js"
 import { PartialWrite, writeAllSync } from "../ops/writeAll.js"
 import { decodeRecord, encodeRecord, type UsageRecord } from "./record.js"
 
@@ -21,9 +22,11 @@ export interface UsageLogService {
    * Appends one record as one line. Completes once the line was handed to
    * the OS, so a record written before the response ends is readable by the
    * client that got the response. Concurrent appends never interleave.
-   * Never fails: on a write error the line is kept in memory (up to
-   * `MAX_UNWRITTEN_BYTES`) and written before the next record, the file is
-   * reopened, and the error is logged.
+   * Never fails: on a write error the line is kept in memory, in order,
+   * with every record after it (up to `usage.backlog_max_bytes`; past it
+   * new records are dropped and counted), the file is reopened and the
+   * backlog written once a second until the file takes it; the episode is
+   * logged, not each record (ADR 0070).
    */
   readonly append: (record: UsageRecord) => Effect.Effect<void>
   /**
@@ -70,10 +73,40 @@ const endsTorn = async (file: string): Promise<boolean> => {
   }
 }
 
-/** Most bytes of records kept in memory while the file refuses writes (then the oldest are given up, logged). */
-const MAX_UNWRITTEN_BYTES = 16 * 1024 * 1024
+/** The default of `usage.backlog_max_bytes` (ADR 0070). */
+export const DEFAULT_BACKLOG_MAX_BYTES = 4 * 1024 * 1024
 
-const make = Effect.fnUntraced(function* (file: string) {
+/** How often a backlog is written again while the file refuses writes. */
+const RETRY_MS = 1_000
+/** How often an episode that lasts is logged again. */
+const REPORT_MS = 60_000
+
+/** A time the file refused writes: from when, the last error, and what it did to records. */
+interface Episode {
+  since: number
+  error: string
+  /** Records kept in memory during the episode (written late once the file takes them). */
+  kept: number
+  /** `counts.dropped` when the episode began. */
+  readonly droppedBefore: number
+  /** Whether the backlog filled during the episode (logged once). */
+  filled: boolean
+  lastReport: number
+}
+
+export interface UsageLogOptions {
+  /** `usage.backlog_max_bytes`: the most bytes of records kept in memory while the file refuses writes. */
+  readonly backlogMaxBytes?: number
+}
+
+const make = Effect.fnUntraced(function* (file: string, options: UsageLogOptions) {
+  const maxBytes = options.backlogMaxBytes ?? DEFAULT_BACKLOG_MAX_BYTES
+  const counts: UsageBacklogCounts = Option.getOrElse(yield* Effect.serviceOption(UsageBacklog), () => ({
+    records: 0,
+    bytes: 0,
+    dropped: 0,
+    full: false,
+  }))
   const needsNewline = yield* Effect.tryPromise({
     try: async () => {
       await fs.promises.mkdir(path.dirname(file), { recursive: true })
@@ -81,39 +114,39 @@ const make = Effect.fnUntraced(function* (file: string) {
     },
     catch: (cause) => new UsageFileError({ file, operation: "open", message: errorMessage(cause) }),
   })
-  /** The open file, or -1 after a write error (the next append reopens it). */
+  /** The open file, or -1 after a write error (the next write reopens it). */
   let fd = yield* Effect.try({
     try: () => fs.openSync(file, "a"),
     catch: (cause) => new UsageFileError({ file, operation: "open", message: errorMessage(cause) }),
   })
-  /** Lines the OS has not taken yet (after a write error), written before the next record. */
+  /** Lines the OS has not taken yet (after a write error), in order: the backlog. */
   let unwritten: Array<Buffer> = []
   let unwrittenBytes = 0
   /** Bytes of `unwritten[0]` already in the file (a write that stopped inside it): the rest continues it. */
   let headWritten = 0
-  /** "\n" when the file may end in a torn line: after a crash, or after a line had to be given up. */
+  /** "\n" when the file may end in a torn line (after a crash). */
   let prefix = needsNewline ? "\n" : ""
+  /** The episode while the file refuses writes; undefined while it takes them. */
+  let episode: Episode | undefined
+  /** True once the layer closes: a failure then is logged by the finalizer, no episode begins. */
+  let closing = false
+  // Runs the episode's logging and its retries, with the layer's context (its logger, its clock).
+  const runFork = yield* FiberSet.makeRuntime<never>()
+
+  const publish = (): void => {
+    counts.records = unwritten.length
+    counts.bytes = unwrittenBytes
+    // Full from the first record dropped until the backlog is down to three quarters.
+    if (counts.full && unwrittenBytes <= (maxBytes * 3) / 4) counts.full = false
+  }
 
   /**
-   * Writes the unwritten lines, then `line`. A short write is continued at
-   * once; on an error the bytes not yet in the file are kept, the file is
-   * closed (reopened by the next write, in append mode, so what is kept
-   * continues where the file stopped) and the error is returned. No line is
-   * written twice and none is torn while the file stays the same.
+   * Writes the backlog (after the prefix a torn file needs). On an error the
+   * bytes not yet in the file stay in the backlog and the file is closed
+   * (reopened by the next write, in append mode, so what is kept continues
+   * where the file stopped). Returns why it failed, or undefined.
    */
-  const writeOut = (line: string | undefined): Error | undefined => {
-    if (line !== undefined && unwritten.length === 0 && prefix === "" && fd !== -1) {
-      // The usual case: one string, one write, no Buffer.
-      try {
-        writeAllSync(fd, line)
-        return undefined
-      } catch (cause) {
-        // Kept, from where the file stopped; the write after it reports the error.
-        keep(line, cause instanceof PartialWrite ? cause.written : 0)
-        line = undefined
-      }
-    }
-    if (line !== undefined) keep(line, 0)
+  const writeBacklog = (): unknown => {
     if (unwritten.length === 0) return undefined
     const first = headWritten > 0 ? unwritten[0]!.subarray(headWritten) : unwritten[0]!
     const parts =
@@ -126,6 +159,8 @@ const make = Effect.fnUntraced(function* (file: string) {
       unwrittenBytes = 0
       headWritten = 0
       prefix = ""
+      counts.full = false
+      publish()
       return undefined
     } catch (cause) {
       // Drop what reached the file: the prefix, whole lines, and the start of the next line.
@@ -143,6 +178,7 @@ const make = Effect.fnUntraced(function* (file: string) {
         headWritten = 0
       }
       if (unwritten.length > 0) headWritten += done
+      publish()
       if (fd !== -1) {
         try {
           fs.closeSync(fd)
@@ -151,97 +187,203 @@ const make = Effect.fnUntraced(function* (file: string) {
         }
         fd = -1
       }
-      const reason = cause instanceof PartialWrite ? cause.reason : cause
-      return reason instanceof Error ? reason : new Error(String(reason))
+      return cause instanceof PartialWrite ? cause.reason : cause
     }
   }
 
   /**
+   * Writes `line` (one or more whole lines) after the backlog. While the
+   * file refuses writes (an episode), `line` only joins the backlog and the
+   * episode's retry writes it: a full disk costs a request no write and no
+   * copy of the backlog. A failed write begins the episode. No line is
+   * written twice and none is torn while the file stays the same.
+   */
+  const writeOut = (line: string): void => {
+    if (episode !== undefined) {
+      keep(line, 0)
+      return
+    }
+    if (unwritten.length === 0 && prefix === "" && fd !== -1) {
+      // The usual case: one string, one write, no Buffer.
+      try {
+        writeAllSync(fd, line)
+        return
+      } catch (cause) {
+        // Kept, from where the file stopped; the file is reopened by the retry.
+        keep(line, cause instanceof PartialWrite ? cause.written : 0)
+        try {
+          fs.closeSync(fd)
+        } catch {
+          // already unusable
+        }
+        fd = -1
+        failed(cause instanceof PartialWrite ? cause.reason : cause)
+        return
+      }
+    }
+    keep(line, 0)
+    const error = writeBacklog()
+    if (error !== undefined) failed(error)
+  }
+
+  /** A write failed: the episode begins (logged once, its backlog retried every RETRY_MS). */
+  const failed = (reason: unknown): void => {
+    if (closing || episode !== undefined) return
+    const current: Episode = {
+      since: 0,
+      error: errorMessage(reason),
+      kept: unwritten.length,
+      droppedBefore: counts.dropped,
+      filled: false,
+      lastReport: 0,
+    }
+    episode = current
+    runFork(
+      Effect.gen(function* () {
+        const now = yield* Clock.currentTimeMillis
+        current.since = now
+        current.lastReport = now
+        yield* Effect.logError(
+          "usage file refuses writes; records are kept in memory until it takes them",
+        ).pipe(
+          Effect.annotateLogs({
+            file,
+            error: current.error,
+            backlog_records: unwritten.length,
+            backlog_bytes: unwrittenBytes,
+            backlog_max_bytes: maxBytes,
+          }),
+        )
+        yield* retry(current)
+      }),
+    )
+  }
+
+  /** The episode's retries: the backlog written every RETRY_MS until the file takes it; a line each minute. */
+  const retry = (current: Episode): Effect.Effect<void> =>
+    Effect.gen(function* () {
+      for (;;) {
+        yield* Effect.sleep(Duration.millis(RETRY_MS))
+        if (closing || episode !== current) return
+        const error = writeBacklog()
+        const now = yield* Clock.currentTimeMillis
+        if (error === undefined) {
+          episode = undefined
+          const dropped = counts.dropped - current.droppedBefore
+          yield* (dropped > 0 ? Effect.logError : Effect.logWarning)(
+            "usage file takes writes again; the records kept in memory are written",
+          ).pipe(
+            Effect.annotateLogs({ file, down_ms: now - current.since, written_late: current.kept, dropped }),
+          )
+          return
+        }
+        current.error = errorMessage(error)
+        if (now - current.lastReport >= REPORT_MS) {
+          current.lastReport = now
+          yield* Effect.logWarning("usage file still refuses writes").pipe(
+            Effect.annotateLogs({
+              file,
+              error: current.error,
+              backlog_records: unwritten.length,
+              backlog_bytes: unwrittenBytes,
+              dropped: counts.dropped - current.droppedBefore,
+              since_ms: now - current.since,
+            }),
+          )
+        }
+      }
+    })
+
+  /**
    * Keeps `lines` (one or more whole lines) for the next write, one Buffer
    * per line, less the first `written` bytes, which are in the file (whole
-   * lines dropped, a line begun continued from where it stopped).
+   * lines dropped, a line begun continued from where it stopped). A line
+   * that would take the backlog past `maxBytes` is dropped and counted
+   * (never one the file holds the start of).
    */
   const keep = (lines: string, written: number): void => {
     let start = 0
     while (start < lines.length) {
       const end = lines.indexOf("\n", start) + 1 || lines.length
-      const data = Buffer.from(lines.slice(start, end))
-      start = end
-      if (written >= data.length) {
-        written -= data.length
+      const length = Buffer.byteLength(lines.slice(start, end))
+      if (written >= length) {
+        written -= length
+        start = end
         continue
       }
+      if (written === 0 && unwritten.length > 0 && unwrittenBytes + length > maxBytes) {
+        counts.dropped++
+        if (!counts.full) {
+          counts.full = true
+          const current = episode
+          if (current !== undefined && !current.filled) {
+            current.filled = true
+            runFork(
+              Effect.logError(
+                "usage backlog full: new records are dropped and counted, tenants with hard budgets refused, /readyz not ready",
+              ).pipe(
+                Effect.annotateLogs({
+                  file,
+                  backlog_records: unwritten.length,
+                  backlog_bytes: unwrittenBytes,
+                  backlog_max_bytes: maxBytes,
+                }),
+              ),
+            )
+          }
+        }
+        start = end
+        continue
+      }
+      const data = Buffer.from(lines.slice(start, end))
+      start = end
       if (unwritten.length === 0) headWritten = written
       written = 0
       unwritten.push(data)
       unwrittenBytes += data.length
+      if (episode !== undefined) episode.kept++
     }
-  }
-
-  /** Gives up the oldest unwritten lines beyond `MAX_UNWRITTEN_BYTES`; returns them. */
-  const trim = (): Array<Buffer> => {
-    const lost: Array<Buffer> = []
-    while (unwrittenBytes > MAX_UNWRITTEN_BYTES && unwritten.length > 1) {
-      const line = unwritten.shift()!
-      unwrittenBytes -= line.length
-      lost.push(line)
-      // A line given up halfway leaves a torn line in the file: the next one starts on a new line.
-      if (headWritten > 0) prefix = "\n"
-      headWritten = 0
-    }
-    return lost
+    publish()
   }
 
   yield* Effect.addFinalizer(() =>
     Effect.suspend(() => {
-      const error = writeOut(undefined)
+      closing = true
+      const error = writeBacklog()
       if (fd !== -1) fs.closeSync(fd)
       fd = -1
-      if (error === undefined) return Effect.void
+      const current = episode
+      episode = undefined
+      const dropped = current === undefined ? 0 : counts.dropped - current.droppedBefore
+      if (error === undefined) {
+        if (current === undefined) return Effect.void
+        return Effect.logWarning("usage file took the records kept in memory at shutdown").pipe(
+          Effect.annotateLogs({ file, written_late: current.kept, dropped }),
+        )
+      }
       // The last chance for these records: their lines go to the log, where an operator can recover them.
       return Effect.logError("usage records not written at shutdown").pipe(
         Effect.annotateLogs({
           file,
-          error: error.message,
+          error: errorMessage(error),
+          dropped,
           records: unwritten.map((b) => b.toString("utf8")),
         }),
       )
     }),
   )
 
-  /** The logging of a write that failed: the records it had, what is kept, what was given up. */
-  const writeFailed = (error: Error, lines: string): Effect.Effect<void> => {
-    const lost = trim()
-    const ids: Array<string> = []
-    for (const line of lines.split("\n")) {
-      const id = line === "" ? undefined : decodeRecord(line)?.request_id
-      if (id !== undefined) ids.push(id)
-    }
-    return Effect.logError("usage record not written").pipe(
-      Effect.annotateLogs({
-        file,
-        request_id: ids.length === 1 ? ids[0] : ids,
-        error: error.message,
-        kept_for_retry: unwritten.length,
-        ...(lost.length > 0 ? { given_up: lost.map((b) => b.toString("utf8")) } : {}),
-      }),
-    )
-  }
-
   // Lines queued in this event-loop turn, written together on the check phase (ADR 0037), and what waits
   // for them. The request fibers queue their records; their responses end in `afterWrite`.
-  // Runs the logging of a failed turn's write, with the layer's context (its logger).
-  const runFork = yield* FiberSet.makeRuntime<never>()
   let queued = ""
   let waiting: Array<() => void> = []
   let scheduled = false
 
-  /** Writes what is queued (after what is kept from a failed write); the logging of a failure. */
-  const writeQueued = (): Leftover => {
+  /** Writes what is queued (after the backlog, or into it while the file refuses writes). */
+  const writeQueued = (): void => {
     const lines = queued
     queued = ""
-    const error = lines === "" ? undefined : writeOut(lines)
-    return error === undefined ? undefined : writeFailed(error, lines)
+    if (lines !== "") writeOut(lines)
   }
 
   /**
@@ -253,7 +395,7 @@ const make = Effect.fnUntraced(function* (file: string) {
     scheduled = false
     let failed: Leftover
     try {
-      failed = writeQueued()
+      writeQueued()
     } finally {
       const run = waiting
       waiting = []
@@ -293,16 +435,16 @@ const make = Effect.fnUntraced(function* (file: string) {
   }
 
   // A record written at once goes after the queued ones, so the file keeps the order of the calls.
-  const appendNow = (record: UsageRecord): Leftover => {
+  const appendNow = (record: UsageRecord): void => {
     queued += encodeRecord(record)
-    return writeQueued()
+    writeQueued()
   }
 
   // Closing: the queued lines and everything waiting for them, then the file (its finalizer, above).
   yield* Effect.addFinalizer(() => Effect.suspend(() => writeTurn() ?? Effect.void))
 
   return {
-    append: (record: UsageRecord) => Effect.suspend(() => appendNow(record) ?? Effect.void),
+    append: (record: UsageRecord) => Effect.sync(() => appendNow(record)),
     queue,
     afterWrite,
   } satisfies UsageLogService
@@ -316,8 +458,10 @@ export class UsageLog extends Context.Service<UsageLog, UsageLogService>()("toll
    * starts with "\n". Closing the layer flushes and closes the file.
    * Fails with `UsageFileError` when the file cannot be opened.
    */
-  static readonly layer = (file: string): Layer.Layer<UsageLog, UsageFileError> =>
-    Layer.effect(UsageLog, make(file))
+  static readonly layer = (
+    file: string,
+    options: UsageLogOptions = {},
+  ): Layer.Layer<UsageLog, UsageFileError> => Layer.effect(UsageLog, make(file, options))
 }
 
 /** What `readUsageFile` found. */

@@ -17,6 +17,7 @@ import { Deadlines } from "../reliability/Deadlines.js"
 import { RetryBudget } from "../reliability/RetryBudget.js"
 import { OpenRequests, type OverspendBound } from "./OpenRequests.js"
 import { Tracing, type SpanCounts } from "./Tracing.js"
+import { UsageBacklog, type UsageBacklogCounts } from "./UsageBacklog.js"
 import { UsageDbStats, type UsageDbCounts } from "./UsageDbStats.js"
 import { Telemetry, type AttemptResult, type RequestDone, type TelemetryService } from "./Telemetry.js"
 
@@ -55,6 +56,8 @@ export interface MetricsDeps {
   readonly traceSpans?: Readonly<SpanCounts> | undefined
   /** How far the usage database is behind (src/usagedb/Writer.ts); absent in tests. */
   readonly usageDb?: Readonly<UsageDbCounts> | undefined
+  /** The usage records held in memory while the usage file refuses writes (src/meter/UsageLog.ts); absent in tests. */
+  readonly usageBacklog?: Readonly<UsageBacklogCounts> | undefined
 }
 
 let processRegistry: Registry | undefined
@@ -215,6 +218,8 @@ export const make = (deps: MetricsDeps): MetricsService => {
   let breakerErrorsSeen = 0
   /** The failed batches already moved into `tollgate_usage_db_errors_total`. */
   let usageDbErrorsSeen = 0
+  /** The dropped records already moved into `tollgate_usage_records_dropped_total`. */
+  let usageDroppedSeen = 0
   /** The span counts already moved into `tollgate_trace_spans_total`. */
   const spansSeen: SpanCounts = { exported: 0, dropped: 0 }
   /** Moves the counted cells into prom-client and reads the scrape-time gauges. */
@@ -235,6 +240,13 @@ export const make = (deps: MetricsDeps): MetricsService => {
       m.usageDbPending.set(usageDb.pending)
       m.usageDbErrors.inc(usageDb.errors - usageDbErrorsSeen)
       usageDbErrorsSeen = usageDb.errors
+    }
+    const backlog = deps.usageBacklog
+    if (backlog !== undefined) {
+      m.usageBacklogRecords.set(backlog.records)
+      m.usageBacklogBytes.set(backlog.bytes)
+      m.usageDropped.inc(backlog.dropped - usageDroppedSeen)
+      usageDroppedSeen = backlog.dropped
     }
     m.openStreams.set(openStreams)
     m.bodyBuffered.set(deps.bodyBuffered())
@@ -277,7 +289,7 @@ export const make = (deps: MetricsDeps): MetricsService => {
 export const layer: Layer.Layer<
   Metrics,
   never,
-  LiveConfig | Breakers | RetryBudget | OpenRequests | Deadlines | BodyBuffers | UsageDbStats
+  LiveConfig | Breakers | RetryBudget | OpenRequests | Deadlines | BodyBuffers | UsageDbStats | UsageBacklog
 > = Layer.effect(
   Metrics,
   Effect.gen(function* () {
@@ -290,8 +302,10 @@ export const layer: Layer.Layer<
     const tracing = yield* Tracing
     const retryBudget = yield* RetryBudget
     const usageDb = yield* UsageDbStats
+    const usageBacklog = yield* UsageBacklog
     return make({
       usageDb,
+      usageBacklog,
       tenants: () => [...live.get().tenants.keys()],
       breakers: breakers.view,
       overspend: openRequests.bound,

@@ -190,6 +190,21 @@ export const makeInstruments = (registry: Registry) => {
       help: "Batches of usage records the usage database did not take (down, slow, refusing); they stay in the usage file and are sent again.",
       registers,
     }),
+    usageBacklogRecords: new Gauge({
+      name: "tollgate_usage_backlog_records",
+      help: "Usage records held in memory because the usage file refuses writes (a full disk); written in order once it takes them.",
+      registers,
+    }),
+    usageBacklogBytes: new Gauge({
+      name: "tollgate_usage_backlog_bytes",
+      help: "Bytes of the usage records held in memory because the usage file refuses writes, at most usage.backlog_max_bytes.",
+      registers,
+    }),
+    usageDropped: new Counter({
+      name: "tollgate_usage_records_dropped_total",
+      help: "Usage records given up because the usage file refused writes and the backlog was full.",
+      registers,
+    }),
     bodyBuffered: new Gauge({
       name: "tollgate_buffered_bytes",
       help: "Request-body bytes held in memory now, counted against server.max_buffered_bytes.",

@@ -112,15 +112,19 @@ describe("UsageLog", () => {
     }),
   )
 
-  it.live("logs a write error instead of failing the caller", () =>
+  it.live("logs a write error once for the episode, not per record, instead of failing the caller", () =>
     Effect.gen(function* () {
-      const messages: Array<unknown> = []
-      const logger = Logger.make(({ message }) => messages.push(message))
-      const { log, scope } = yield* openLog("/dev/full")
-      yield* log.append(sampleRecord()).pipe(Effect.provide(Logger.layer([logger])))
-      yield* log.append(sampleRecord()).pipe(Effect.provide(Logger.layer([logger])))
+      const { log, scope, messages } = yield* openFullLog()
+      for (let i = 0; i < 5; i++) yield* log.append(sampleRecord({ request_id: `r${i}` }))
+      // The episode's line is forked: give it its turn.
+      yield* Effect.sleep("20 millis")
+      const episode = messages.filter((m) =>
+        (m.message as Array<string>)[0]!.startsWith("usage file refuses"),
+      )
+      assert.strictEqual(episode.length, 1)
+      assert.strictEqual(episode[0]!.annotations["error"], "ENOSPC: no space left on device, write")
       yield* Scope.close(scope, Exit.void)
-      assert.deepStrictEqual(messages.flat(), ["usage record not written", "usage record not written"])
+      assert.strictEqual(messages.length, 2)
     }),
   )
 })
@@ -148,9 +152,11 @@ describe("UsageLog write errors", () => {
       yield* log.append(sampleRecord({ request_id: "one" }))
       yield* log.append(sampleRecord({ request_id: "two" }))
       yield* Scope.close(scope, Exit.void)
-      assert.strictEqual(messages.length, 1)
-      assert.deepStrictEqual(messages[0]!.message, ["usage records not written at shutdown"])
-      const records = messages[0]!.annotations["records"] as Array<string>
+      const atShutdown = messages.filter(
+        (m) => (m.message as Array<string>)[0] === "usage records not written at shutdown",
+      )
+      assert.strictEqual(atShutdown.length, 1)
+      const records = atShutdown[0]!.annotations["records"] as Array<string>
       assert.deepStrictEqual(
         records.map((line) => decodeRecord(line.trimEnd())?.request_id),
         ["one", "two"],
@@ -226,7 +232,7 @@ describe("UsageLog queued records (ADR 0037)", () => {
   )
 
   it.live(
-    "a refused write of queued records logs their ids, keeps them for the next write, and still runs what waits",
+    "a refused write of queued records begins the episode (one line), keeps them for the next write, and still runs what waits",
     () =>
       Effect.gen(function* () {
         // The queued write logs through the runtime the layer was built with.
@@ -240,9 +246,10 @@ describe("UsageLog queued records (ADR 0037)", () => {
         yield* Effect.yieldNow
         yield* Effect.sleep("10 millis")
         assert.isTrue(ran)
-        assert.deepStrictEqual(messages[0]?.message, ["usage record not written"])
-        assert.deepStrictEqual(messages[0]?.annotations["request_id"], ["one", "two"])
-        assert.strictEqual(messages[0]?.annotations["kept_for_retry"], 2)
+        assert.deepStrictEqual(messages[0]?.message, [
+          "usage file refuses writes; records are kept in memory until it takes them",
+        ])
+        assert.strictEqual(messages[0]?.annotations["backlog_records"], 2)
         yield* Scope.close(scope, Exit.void)
         const atShutdown = messages.find(
           (m) => (m.message as Array<string>)[0] === "usage records not written at shutdown",

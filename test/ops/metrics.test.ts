@@ -358,7 +358,7 @@ describe("GET /metrics after scripted traffic", () => {
     const documented = [...docs.matchAll(/^\|\s*`(tollgate_\w+)`\s*\|\s*(\w+)\s*\|/gm)].map(
       ([, name, type]) => `${name} ${type}`,
     )
-    expect(exported).toHaveLength(36)
+    expect(exported).toHaveLength(39)
     expect([...new Set(documented)].sort()).toEqual(exported.sort())
   })
 })
