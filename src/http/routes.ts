@@ -120,14 +120,15 @@ export const makeRoutes = (
     Effect.suspend(() =>
       readiness.draining()
         ? Effect.succeed(HttpServerResponse.jsonUnsafe({ status: "draining" }, { status: 503 }))
-        : Effect.map(readiness.storeOk, (ok) =>
-            readiness.usageLogFull()
+        : Effect.map(readiness.storeOk, (ok) => {
+            const store = ok ? "ok" : "unavailable"
+            return readiness.usageLogFull()
               ? HttpServerResponse.jsonUnsafe(
-                  { status: "not_ready", store: ok ? "ok" : "unavailable", usage_log: "full" },
+                  { status: "not_ready", store, usage_log: "full" },
                   { status: 503 },
                 )
-              : HttpServerResponse.jsonUnsafe({ status: "ready", store: ok ? "ok" : "unavailable" }),
-          ),
+              : HttpServerResponse.jsonUnsafe({ status: "ready", store })
+          }),
     ),
   ),
   HttpRouter.route("GET", "/v1/models", models(config, metricsService.telemetry, keys)),

@@ -1,20 +1,17 @@
 /**
  * The usage-record log: appends one JSON line per request to `usage.file`,
- * and reads the file back (the memory store rebuilds spend from it at start).
+ * keeping a bounded backlog while the file refuses writes (ADR 0070). Reading
+ * the file back is in ./usageFile.ts.
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { Clock, Context, Data, Duration, Effect, FiberSet, Layer, Option } from "effect"
-import { UsageBacklog, type UsageBacklogCounts } from "../ops/UsageBacklog.js"
+import { Clock, Context, Duration, Effect, FiberSet, Layer, Option } from "effect"
+import { UsageBacklog, type UsageBacklogCounts, zeroCounts } from "../ops/UsageBacklog.js"
 import { PartialWrite, writeAllSync } from "../ops/writeAll.js"
-import { decodeRecord, encodeRecord, type UsageRecord } from "./record.js"
+import { encodeRecord, type UsageRecord } from "./record.js"
+import { errorMessage, isNotFound, UsageFileError } from "./usageFile.js"
 
-/** The usage file could not be opened or read. */
-export class UsageFileError extends Data.TaggedError("UsageFileError")<{
-  readonly file: string
-  readonly operation: "open" | "read"
-  readonly message: string
-}> {}
+export { MAX_RECORD_LINE_BYTES, readUsageFile, UsageFileError, type UsageFileContents } from "./usageFile.js"
 
 /** Appends usage records to the usage file. */
 export interface UsageLogService {
@@ -41,17 +38,12 @@ export interface UsageLogService {
   readonly afterWrite: (f: () => void) => void
 }
 
-/** What a synchronous step leaves to run as an Effect (the logging of a failed write), or undefined. */
+/** What a synchronous step leaves to run as an Effect (the logging of a step that threw), or undefined. */
 type Leftover = Effect.Effect<void> | undefined
 
 /** `a`, then `b`. */
 const andThen = (a: Leftover, b: Leftover): Leftover =>
   a === undefined ? b : b === undefined ? a : Effect.andThen(a, b)
-
-const errorMessage = (cause: unknown): string => (cause instanceof Error ? cause.message : String(cause))
-
-const isNotFound = (cause: unknown): boolean =>
-  typeof cause === "object" && cause !== null && (cause as { code?: unknown }).code === "ENOENT"
 
 /** True when the file exists, is not empty, and its last byte is not "\n" (a line torn by a crash). */
 const endsTorn = async (file: string): Promise<boolean> => {
@@ -101,12 +93,7 @@ export interface UsageLogOptions {
 
 const make = Effect.fnUntraced(function* (file: string, options: UsageLogOptions) {
   const maxBytes = options.backlogMaxBytes ?? DEFAULT_BACKLOG_MAX_BYTES
-  const counts: UsageBacklogCounts = Option.getOrElse(yield* Effect.serviceOption(UsageBacklog), () => ({
-    records: 0,
-    bytes: 0,
-    dropped: 0,
-    full: false,
-  }))
+  const counts: UsageBacklogCounts = Option.getOrElse(yield* Effect.serviceOption(UsageBacklog), zeroCounts)
   const needsNewline = yield* Effect.tryPromise({
     try: async () => {
       await fs.promises.mkdir(path.dirname(file), { recursive: true })
@@ -138,6 +125,17 @@ const make = Effect.fnUntraced(function* (file: string, options: UsageLogOptions
     counts.bytes = unwrittenBytes
     // Full from the first record dropped until the backlog is down to three quarters.
     if (counts.full && unwrittenBytes <= (maxBytes * 3) / 4) counts.full = false
+  }
+
+  /** Closes the file after a write error (the next write reopens it, in append mode). */
+  const closeAfterError = (): void => {
+    if (fd === -1) return
+    try {
+      fs.closeSync(fd)
+    } catch {
+      // already unusable
+    }
+    fd = -1
   }
 
   /**
@@ -179,14 +177,7 @@ const make = Effect.fnUntraced(function* (file: string, options: UsageLogOptions
       }
       if (unwritten.length > 0) headWritten += done
       publish()
-      if (fd !== -1) {
-        try {
-          fs.closeSync(fd)
-        } catch {
-          // already unusable
-        }
-        fd = -1
-      }
+      closeAfterError()
       return cause instanceof PartialWrite ? cause.reason : cause
     }
   }
@@ -211,12 +202,7 @@ const make = Effect.fnUntraced(function* (file: string, options: UsageLogOptions
       } catch (cause) {
         // Kept, from where the file stopped; the file is reopened by the retry.
         keep(line, cause instanceof PartialWrite ? cause.written : 0)
-        try {
-          fs.closeSync(fd)
-        } catch {
-          // already unusable
-        }
-        fd = -1
+        closeAfterError()
         failed(cause instanceof PartialWrite ? cause.reason : cause)
         return
       }
@@ -387,13 +373,13 @@ const make = Effect.fnUntraced(function* (file: string, options: UsageLogOptions
   }
 
   /**
-   * The turn's write: the queued lines (after what is kept from a failed
-   * write), then everything that waited for them — also when the write
-   * failed. Returns the logging of a failure, or of a waiting step that threw.
+   * The turn's write: the queued lines (after the backlog, or into it while
+   * the file refuses writes), then everything that waited for them — also
+   * when the write failed. Returns the logging of a waiting step that threw.
    */
   const writeTurn = (): Leftover => {
     scheduled = false
-    let failed: Leftover
+    let thrown: Leftover
     try {
       writeQueued()
     } finally {
@@ -403,8 +389,8 @@ const make = Effect.fnUntraced(function* (file: string, options: UsageLogOptions
         try {
           f()
         } catch (cause) {
-          failed = andThen(
-            failed,
+          thrown = andThen(
+            thrown,
             Effect.logError("a step after the usage write failed").pipe(
               Effect.annotateLogs({ error: String(cause) }),
             ),
@@ -412,7 +398,7 @@ const make = Effect.fnUntraced(function* (file: string, options: UsageLogOptions
         }
       }
     }
-    return failed
+    return thrown
   }
 
   /** `writeTurn` on the check phase, its logging forked in the layer's scope. */
@@ -463,116 +449,3 @@ export class UsageLog extends Context.Service<UsageLog, UsageLogService>()("toll
     options: UsageLogOptions = {},
   ): Layer.Layer<UsageLog, UsageFileError> => Layer.effect(UsageLog, make(file, options))
 }
-
-/** What `readUsageFile` found. */
-export interface UsageFileContents {
-  readonly records: ReadonlyArray<UsageRecord>
-  /** Lines that were not whole records (torn or corrupt); each logged as a warning. */
-  readonly skipped: number
-}
-
-/**
- * Reads the usage file line by line (streamed, never the whole file as one
- * string). Lines that are not whole records are skipped with a warning; empty
- * lines are ignored. A missing file reads as empty.
- * With `since` (an ISO timestamp), lines whose `ts` is earlier are skipped
- * before JSON parsing — cheap for large files whose old records no longer count.
- */
-export const readUsageFile = Effect.fn("UsageLog.readUsageFile")(function* (
-  file: string,
-  options?: { readonly since?: string },
-) {
-  const since = options?.since
-  const { records, skippedLines, skipped } = yield* Effect.tryPromise({
-    try: () => readLines(file, since),
-    catch: (cause) => new UsageFileError({ file, operation: "read", message: errorMessage(cause) }),
-  })
-  for (const line of skippedLines) {
-    yield* Effect.logWarning("skipped a usage record line that is not a whole record").pipe(
-      Effect.annotateLogs({ file, line }),
-    )
-  }
-  if (skipped > skippedLines.length) {
-    yield* Effect.logWarning("skipped more usage record lines that are not whole records").pipe(
-      Effect.annotateLogs({ file, more: skipped - skippedLines.length }),
-    )
-  }
-  return { records, skipped } satisfies UsageFileContents
-})
-
-/** Longest usage file line read back; a longer one (a NUL tail, a foreign file) is skipped, not held. */
-export const MAX_RECORD_LINE_BYTES = 64 * 1024
-
-/** Skipped line numbers kept for the warnings; past this many only the count grows. */
-const MAX_SKIPPED_REPORTED = 20
-
-/**
- * The lines of `file`, each at most MAX_RECORD_LINE_BYTES (a longer one is
- * passed as undefined once its end is found), read in chunks: memory stays
- * bounded whatever the file holds.
- */
-async function* boundedLines(file: string): AsyncGenerator<string | undefined> {
-  const input = fs.createReadStream(file)
-  let parts: Array<Buffer> = []
-  let size = 0
-  let tooLong = false
-  try {
-    for await (const chunk of input as AsyncIterable<Buffer>) {
-      let at = 0
-      while (at < chunk.length) {
-        const newline = chunk.indexOf(0x0a, at)
-        const end = newline < 0 ? chunk.length : newline
-        if (!tooLong) {
-          size += end - at
-          if (size > MAX_RECORD_LINE_BYTES) {
-            tooLong = true
-            parts = []
-          } else parts.push(chunk.subarray(at, end))
-        }
-        if (newline < 0) break
-        yield tooLong ? undefined : Buffer.concat(parts, size).toString("utf8").replace(/\r$/, "")
-        parts = []
-        size = 0
-        tooLong = false
-        at = newline + 1
-      }
-    }
-    if (tooLong) yield undefined
-    else if (size > 0) yield Buffer.concat(parts, size).toString("utf8").replace(/\r$/, "")
-  } finally {
-    input.destroy()
-  }
-}
-
-const readLines = async (
-  file: string,
-  since: string | undefined,
-): Promise<{ records: Array<UsageRecord>; skippedLines: Array<number>; skipped: number }> => {
-  const records: Array<UsageRecord> = []
-  const skippedLines: Array<number> = []
-  let skipped = 0
-  let n = 0
-  try {
-    for await (const line of boundedLines(file)) {
-      n++
-      if (line !== undefined && line.length === 0) continue
-      if (line !== undefined && since !== undefined && isBefore(line, since)) continue
-      const record = line === undefined ? undefined : decodeRecord(line)
-      if (record === undefined) {
-        skipped++
-        if (skippedLines.length < MAX_SKIPPED_REPORTED) skippedLines.push(n)
-      } else if (since === undefined || record.ts >= since) records.push(record)
-    }
-  } catch (cause) {
-    if (!isNotFound(cause)) throw cause
-  }
-  return { records, skippedLines, skipped }
-}
-
-const TS_PREFIX = '{"ts":"'
-
-/** True when the line starts with `{"ts":"…"` (as `encodeRecord` writes it) and that time is before `since`. */
-const isBefore = (line: string, since: string): boolean =>
-  line.startsWith(TS_PREFIX) &&
-  line.charCodeAt(TS_PREFIX.length + since.length) === 0x22 &&
-  line.slice(TS_PREFIX.length, TS_PREFIX.length + since.length) < since

@@ -17,14 +17,12 @@ export interface UsageBacklogCounts {
   full: boolean
 }
 
+/** Zero counts: nothing held, nothing dropped. */
+export const zeroCounts = (): UsageBacklogCounts => ({ records: 0, bytes: 0, dropped: 0, full: false })
+
 export class UsageBacklog extends Context.Service<UsageBacklog, UsageBacklogCounts>()(
   "tollgate/ops/UsageBacklog",
 ) {
   /** Fresh zero counts. */
-  static readonly layer: Layer.Layer<UsageBacklog> = Layer.sync(UsageBacklog, () => ({
-    records: 0,
-    bytes: 0,
-    dropped: 0,
-    full: false,
-  }))
+  static readonly layer: Layer.Layer<UsageBacklog> = Layer.sync(UsageBacklog, zeroCounts)
 }
