@@ -22,9 +22,17 @@ export const maxTargets = 10
 
 /** Which provider kinds serve each client API. */
 export const kindsForApi: Record<ApiFormat, ReadonlyArray<ProviderKind>> = {
-  anthropic: ["anthropic", "vertex"],
-  openai: ["openai", "ollama"],
+  anthropic: ["anthropic", "vertex", "bedrock"],
+  openai: ["openai", "ollama", "azure", "gemini"],
 }
+
+/** The API a target speaks: its provider's, but a Vertex provider serves `gemini-…` models in the OpenAI format. */
+export const targetApi = (kind: ProviderKind, model: string): ApiFormat =>
+  kind === "vertex" && model.startsWith("gemini-")
+    ? "openai"
+    : kindsForApi.anthropic.includes(kind)
+      ? "anthropic"
+      : "openai"
 
 /** What the route checks read of a route: a decoded route, or the salvaged part of a broken one. */
 export type RouteView = Pick<RouteConfig, "name" | "api" | "translate" | "targets">
@@ -61,10 +69,14 @@ export const checkRoutes = (
       if (provider === undefined) {
         if (!providerNames.has(target.provider))
           problems.push(`${path}: unknown provider "${target.provider}"`)
-      } else if (!route.translate && !kindsForApi[route.api].includes(provider.kind)) {
-        const allowed = kindsForApi[route.api].join(" and ")
+      } else if (!route.translate && targetApi(provider.kind, target.model) !== route.api) {
+        const allowed = kindsForApi[route.api].join(", ")
+        const gemini =
+          provider.kind === "vertex" && target.model.startsWith("gemini-")
+            ? ` (model "${target.model}" is a Gemini model)`
+            : ""
         problems.push(
-          `${path}: provider "${provider.name}" is kind ${provider.kind}; an ${route.api} route takes only ${allowed} providers (or set translate: true)`,
+          `${path}: provider "${provider.name}" is kind ${provider.kind}${gemini}; an ${route.api} route takes only ${allowed} providers (or set translate: true)`,
         )
       }
     })
@@ -189,12 +201,15 @@ const credentialEnv = (provider: ProviderConfig): { key: string; env: string } |
   switch (provider.kind) {
     case "anthropic":
     case "openai":
+    case "azure":
+    case "gemini":
       return { key: "api_key_env", env: provider.apiKeyEnv }
     case "vertex":
       return provider.accessTokenEnv === undefined
         ? undefined
         : { key: "access_token_env", env: provider.accessTokenEnv }
     case "ollama":
+    case "bedrock":
       return undefined
   }
 }

@@ -3,7 +3,7 @@
  * does not hide problems in another), the price table loaded, the cross-section checks run,
  * and all problems reported together.
  */
-import { vertexBaseUrl } from "../domain/providerDefaults.js"
+import { bedrockBaseUrl, vertexBaseUrl } from "../domain/providerDefaults.js"
 import * as NodePath from "node:path"
 import { readFileSync } from "node:fs"
 import { totalmem } from "node:os"
@@ -271,9 +271,18 @@ const toProvider = (name: string, file: S.ProviderFile): ProviderConfig => {
         baseUrl: file.baseUrl ?? vertexBaseUrl(file.region),
         accessTokenEnv: file.accessTokenEnv,
       }
+    case "bedrock":
+      return {
+        name,
+        kind: "bedrock",
+        region: file.region,
+        baseUrl: file.baseUrl ?? bedrockBaseUrl(file.region),
+      }
     case "anthropic":
     case "openai":
     case "ollama":
+    case "azure":
+    case "gemini":
       return { name, ...file }
   }
 }

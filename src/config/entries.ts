@@ -68,7 +68,9 @@ export const viewsOf = <V>(names: ReadonlySet<string>, ...maps: ReadonlyArray<Re
 const decodeLenient = <A>(schema: Schema.Decoder<A>, u: unknown): A | undefined =>
   Option.getOrUndefined(Schema.decodeUnknownOption(schema)(u, lenient))
 
-const ProviderKindOnly = Schema.Struct({ kind: Schema.Literals(["anthropic", "openai", "vertex", "ollama"]) })
+const ProviderKindOnly = Schema.Struct({
+  kind: Schema.Literals(["anthropic", "openai", "vertex", "ollama", "bedrock", "azure", "gemini"]),
+})
 
 /** The kind of a provider entry that failed, if it is a known kind. */
 export const salvageProvider = (name: string, entry: unknown): ProviderView | undefined => {

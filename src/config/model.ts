@@ -9,7 +9,7 @@ export type MicroUsd = number
 
 export type { ApiFormat } from "../domain/endpoint.js"
 import type { ApiFormat } from "../domain/endpoint.js"
-export type ProviderKind = "anthropic" | "openai" | "vertex" | "ollama"
+export type ProviderKind = "anthropic" | "openai" | "vertex" | "ollama" | "bedrock" | "azure" | "gemini"
 
 export interface ServerConfig {
   /** `host:port`; port 0 picks a free port. Default `127.0.0.1:8080`. */
@@ -113,7 +113,32 @@ export interface OllamaProvider extends ProviderBase {
   readonly kind: "ollama"
 }
 
-export type ProviderConfig = AnthropicProvider | OpenAIProvider | VertexProvider | OllamaProvider
+export interface BedrockProvider extends ProviderBase {
+  readonly kind: "bedrock"
+  /** The AWS region, e.g. `us-east-1`; credentials come from AWS's default chain. */
+  readonly region: string
+}
+
+export interface AzureProvider extends ProviderBase {
+  readonly kind: "azure"
+  /** Default `AZURE_OPENAI_API_KEY`. */
+  readonly apiKeyEnv: string
+}
+
+export interface GeminiProvider extends ProviderBase {
+  readonly kind: "gemini"
+  /** Default `GEMINI_API_KEY`. */
+  readonly apiKeyEnv: string
+}
+
+export type ProviderConfig =
+  | AnthropicProvider
+  | OpenAIProvider
+  | VertexProvider
+  | OllamaProvider
+  | BedrockProvider
+  | AzureProvider
+  | GeminiProvider
 
 export interface TargetConfig {
   readonly provider: string

@@ -219,6 +219,11 @@ const GcpRegion = says(
   Schema.String.check(Schema.isPattern(/^[a-z][a-z0-9-]*$/)),
 )
 
+const AwsRegion = says(
+  "must be an AWS region, e.g. us-east-1",
+  Schema.String.check(Schema.isPattern(/^[a-z]{2}(-[a-z0-9]+)+-\d+$/)),
+)
+
 const GcpProject = says(
   "must be a Google Cloud project ID",
   Schema.String.check(Schema.isPattern(/^[A-Za-z0-9][A-Za-z0-9.:_-]*$/)),
@@ -251,6 +256,21 @@ export const Provider = discriminated("kind", "provider kind", {
     kind: Schema.Literal("ollama"),
     baseUrl: withDefault(BaseUrl, DEFAULT_BASE_URL.ollama),
   }).pipe(Schema.encodeKeys({ baseUrl: "base_url" })),
+  bedrock: Schema.Struct({
+    kind: Schema.Literal("bedrock"),
+    region: AwsRegion,
+    baseUrl: Schema.optionalKey(BaseUrl),
+  }).pipe(Schema.encodeKeys({ baseUrl: "base_url" })),
+  azure: Schema.Struct({
+    kind: Schema.Literal("azure"),
+    baseUrl: BaseUrl,
+    apiKeyEnv: withDefault(EnvVarName, "AZURE_OPENAI_API_KEY"),
+  }).pipe(Schema.encodeKeys({ baseUrl: "base_url", apiKeyEnv: "api_key_env" })),
+  gemini: Schema.Struct({
+    kind: Schema.Literal("gemini"),
+    baseUrl: withDefault(BaseUrl, DEFAULT_BASE_URL.gemini),
+    apiKeyEnv: withDefault(EnvVarName, "GEMINI_API_KEY"),
+  }).pipe(Schema.encodeKeys({ baseUrl: "base_url", apiKeyEnv: "api_key_env" })),
 })
 
 /** One entry of a route's `targets:`. */

@@ -3,7 +3,11 @@ export const DEFAULT_BASE_URL = {
   anthropic: "https://api.anthropic.com",
   openai: "https://api.openai.com",
   ollama: "http://localhost:11434",
+  gemini: "https://generativelanguage.googleapis.com",
 } as const
+
+/** The default Bedrock runtime host of an AWS region. */
+export const bedrockBaseUrl = (region: string): string => `https://bedrock-runtime.${region}.amazonaws.com`
 
 /** The default Vertex AI host for a region (`global` has no region prefix). */
 export const vertexBaseUrl = (region: string): string =>

@@ -4,7 +4,7 @@ import { NoUpstreamResponse, type TargetOutcome } from "../domain/errors.js"
 import type { ParsedRequest } from "../domain/request.js"
 import type { Meter } from "../meter/Meter.js"
 import type { TelemetryService } from "../ops/Telemetry.js"
-import type { ProviderView } from "../providers/Providers.js"
+import { targetClient, type ProviderView } from "../providers/Providers.js"
 import type { Breakers } from "../reliability/Breakers.js"
 import type { Deadlines } from "../reliability/Deadlines.js"
 import type { RetryBudget } from "../reliability/RetryBudget.js"
@@ -89,7 +89,7 @@ export const makeAttempts = (deps: AttemptDeps) => {
     /** A failed attempt's response, kept unread until Tollgate knows whether another attempt follows. */
     let held: { readonly chosen: Chosen; readonly scope: Scope.Closeable } | undefined
     targets: for (const target of route.targets) {
-      const client = providers.get(target.provider)
+      const client = targetClient(providers, target)
       const upstream = requestFor(client, request, translations)
       if (typeof upstream === "string") {
         outcomes.push({ ...target, outcome: "skipped", reason: upstream })

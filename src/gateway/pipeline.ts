@@ -23,7 +23,7 @@ import type { UsageLog } from "../meter/UsageLog.js"
 import { logRequestLine } from "../ops/logger.js"
 import type { OpenRequests } from "../ops/OpenRequests.js"
 import type { TelemetryService } from "../ops/Telemetry.js"
-import type { ProviderView } from "../providers/Providers.js"
+import { targetClient, type ProviderView } from "../providers/Providers.js"
 import type { Breakers } from "../reliability/Breakers.js"
 import type { Deadlines } from "../reliability/Deadlines.js"
 import type { RetryBudget } from "../reliability/RetryBudget.js"
@@ -110,6 +110,17 @@ export const makePipeline = (deps: PipelineDeps) => {
     }
   }
 
+  /** Routes with a target whose client may refuse a request (Gemini's translation), by route. */
+  const refusing = new WeakMap<RouteConfig, boolean>()
+  const refusingTargets = (route: RouteConfig): boolean => {
+    let found = refusing.get(route)
+    if (found === undefined) {
+      found = route.targets.some((t) => targetClient(providers, t).refuse !== undefined)
+      refusing.set(route, found)
+    }
+    return found
+  }
+
   const planUnsafe = (info: RequestInfo, progress: Progress, body: Buffer, req: IncomingMessage) => {
     const parsed = parseRequest(info.endpoint, body, req.headers)
     if (parsed instanceof InvalidRequest) return parsed
@@ -127,13 +138,15 @@ export const makePipeline = (deps: PipelineDeps) => {
       req.headers,
     )
     if (p instanceof InvalidRequest) return p
-    if (route.translate) {
-      const clients = route.targets.map((t) => providers.get(t.provider))
+    if (route.translate || refusingTargets(route)) {
+      const clients = route.targets.map((t) => targetClient(providers, t))
       const header = (name: string) => {
         const value = req.headers[name]
         return typeof value === "string" ? value : undefined
       }
-      const translations = (progress.translations = translationsFor(request, parsed.json, clients, header))
+      const translations = route.translate
+        ? (progress.translations = translationsFor(request, parsed.json, clients, header))
+        : undefined
       const refusal = untranslatable(request, translations, clients)
       if (refusal !== undefined) return refusal
     }
@@ -187,7 +200,7 @@ export const makePipeline = (deps: PipelineDeps) => {
     let route = progress.route!
     if (request.endpoint === "/v1/messages/count_tokens") {
       // Forwarded to the first direct Anthropic target only (Vertex has no count_tokens here).
-      const direct = route.targets.find((t) => providers.get(t.provider).serves(request.endpoint))
+      const direct = route.targets.find((t) => targetClient(providers, t).serves(request.endpoint))
       if (direct === undefined) {
         return yield* new RouteNotFound({
           message: `model "${route.name}" has no direct Anthropic target for count_tokens`,

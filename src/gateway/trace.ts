@@ -96,6 +96,12 @@ const providerNameOf = (kind: ProviderClient["Service"]["kind"]): string => {
   switch (kind) {
     case "vertex":
       return "gcp.vertex_ai"
+    case "bedrock":
+      return "aws.bedrock"
+    case "azure":
+      return "azure.ai.openai"
+    case "gemini":
+      return "gcp.gemini"
     default:
       return kind
   }

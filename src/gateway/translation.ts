@@ -64,38 +64,61 @@ export const translationsFor = (
   return translations
 }
 
+type Client = Pick<ProviderClient["Service"], "api" | "serves" | "refuse">
+
+/**
+ * The request `client` gets: the client's own when the provider serves its
+ * endpoint, else its translation; a string says why it gets none, an
+ * InvalidRequest that its translation (or the provider's own, `refuse`)
+ * refuses a field.
+ */
+const resolve = (
+  client: Client,
+  request: ParsedRequest,
+  translations: Translations | undefined,
+): ParsedRequest | string | InvalidRequest => {
+  let to: ParsedRequest
+  if (client.serves(request.endpoint)) to = request
+  else {
+    const endpoint = translations === undefined ? undefined : translatedEndpoint(request.endpoint, client.api)
+    const translated = endpoint === undefined ? undefined : translations!.get(endpoint)
+    if (translated === undefined) return `does not serve ${request.endpoint}`
+    if (translated instanceof InvalidRequest) return translated
+    to = translated
+  }
+  const refusal = client.refuse?.(to)
+  return refusal === undefined ? to : new InvalidRequest({ message: refusal })
+}
+
 /**
  * The request to send to `client`: the client's own when the provider
  * serves its endpoint, else its translation; a string says why there is
  * none (the target is skipped with that reason).
  */
 export const requestFor = (
-  client: Pick<ProviderClient["Service"], "api" | "serves">,
+  client: Client,
   request: ParsedRequest,
   translations: Translations | undefined,
 ): ParsedRequest | string => {
-  if (client.serves(request.endpoint)) return request
-  const to = translations === undefined ? undefined : translatedEndpoint(request.endpoint, client.api)
-  const translated = to === undefined ? undefined : translations!.get(to)
-  if (translated === undefined) return `does not serve ${request.endpoint}`
-  return translated instanceof InvalidRequest ? `cannot translate: ${translated.message}` : translated
+  const to = resolve(client, request, translations)
+  return to instanceof InvalidRequest ? `cannot translate: ${to.message}` : to
 }
 
-/** The first refusal of a request none of whose targets can take it, for a 400 naming the field. */
+/**
+ * The first refusal of a request none of whose targets can take it, for a
+ * 400 naming the field; undefined when a target can take it, or when none is
+ * refused (the targets that do not serve it are skipped).
+ */
 export const untranslatable = (
   request: ParsedRequest,
   translations: Translations | undefined,
-  clients: ReadonlyArray<Pick<ProviderClient["Service"], "api" | "serves">>,
+  clients: ReadonlyArray<Client>,
 ): InvalidRequest | undefined => {
-  if (translations === undefined) return undefined
   let refusal: InvalidRequest | undefined
   for (const client of clients) {
-    if (client.serves(request.endpoint)) return undefined
-    const to = translatedEndpoint(request.endpoint, client.api)
-    const translated = to === undefined ? undefined : translations.get(to)
-    if (translated === undefined) continue
-    if (!(translated instanceof InvalidRequest)) return undefined
-    refusal ??= translated
+    const to = resolve(client, request, translations)
+    if (to instanceof InvalidRequest) refusal ??= to
+    else if (typeof to !== "string") return undefined
   }
   return refusal
 }

@@ -58,8 +58,56 @@ export interface VertexOptions extends CommonOptions {
   readonly accessToken?: Redacted.Redacted<string> | undefined
 }
 
+/** AWS credentials: an access key pair (with the session token of temporary credentials). */
+export interface AwsCredentials {
+  readonly accessKeyId: string
+  readonly secretAccessKey: string
+  readonly sessionToken?: string | undefined
+  /** When temporary credentials stop working; a provider is asked again before then. */
+  readonly expiration?: Date | undefined
+}
+
+/**
+ * Claude on Amazon Bedrock, signed with AWS Signature Version 4. `baseUrl`
+ * default `https://bedrock-runtime.{region}.amazonaws.com`. Without
+ * `credentials`, AWS's default chain (environment, shared profile, SSO,
+ * ECS/EC2 metadata), cached and refreshed before it expires.
+ */
+export interface BedrockOptions extends CommonOptions {
+  readonly kind: "bedrock"
+  readonly region: string
+  readonly baseUrl?: string | undefined
+  readonly credentials?: AwsCredentials | (() => Promise<AwsCredentials>) | undefined
+}
+
+/** Azure OpenAI's v1 API (`api-key`, `/openai/v1/…`); a request's model is the deployment name. */
+export interface AzureOptions extends CommonOptions {
+  readonly kind: "azure"
+  /** The resource's endpoint, e.g. `https://myres.openai.azure.com`. */
+  readonly baseUrl: string
+  readonly apiKey: Redacted.Redacted<string>
+}
+
+/**
+ * Gemini on Google AI Studio (`x-goog-api-key`): Chat Completions requests
+ * translated to `generateContent`. `baseUrl` default
+ * `https://generativelanguage.googleapis.com`.
+ */
+export interface GeminiOptions extends CommonOptions {
+  readonly kind: "gemini"
+  readonly baseUrl?: string | undefined
+  readonly apiKey: Redacted.Redacted<string>
+}
+
 /** How to reach one provider. */
-export type ProviderClientOptions = AnthropicOptions | OpenAIOptions | OllamaOptions | VertexOptions
+export type ProviderClientOptions =
+  | AnthropicOptions
+  | OpenAIOptions
+  | OllamaOptions
+  | VertexOptions
+  | BedrockOptions
+  | AzureOptions
+  | GeminiOptions
 
 /** The kinds of provider. */
 export type ProviderKind = ProviderClientOptions["kind"]
@@ -100,31 +148,47 @@ export interface ProviderResponse {
   readonly usage: Effect.Effect<Usage>
 }
 
+/** What a `ProviderClient` offers (the service's shape). */
+export interface ProviderClientService {
+  /** `options.name`, else the kind. */
+  readonly name: string
+  readonly kind: ProviderKind
+  /** The wire format of its requests and responses. */
+  readonly api: ApiFormat
+  /** Where the provider runs ("" unless Vertex or Bedrock); part of the gateway's breaker key. */
+  readonly region: string
+  /**
+   * Whether it serves `endpoint`: Anthropic Messages and count_tokens; Vertex and Bedrock Messages;
+   * OpenAI and Azure Chat Completions, Responses and embeddings; Ollama Chat Completions and embeddings;
+   * Gemini Chat Completions.
+   */
+  readonly serves: (endpoint: Endpoint) => boolean
+  /**
+   * Why the provider cannot take `request` (a field its translation refuses), else undefined; only
+   * providers that translate requests (Gemini) have it.
+   */
+  readonly refuse?: ((request: ParsedRequest) => string | undefined) | undefined
+  /**
+   * The client that serves `model` when it is not this one: a Vertex provider serves Gemini models
+   * (`gemini-…`) through a Chat Completions client of its own (same pools, same token).
+   */
+  readonly forModel?: ((model: string) => ProviderClientService | undefined) | undefined
+  /** The upstream request for a gateway request sent to `model`: body patched, credentials added. */
+  readonly build: (request: ParsedRequest, model: string) => UpstreamRequest
+  /** Sends `upstream` through the keep-alive pool for `connectMs`; `handler` gets the response. */
+  readonly dispatch: (
+    upstream: UpstreamRequest,
+    handler: Dispatcher.DispatchHandler,
+    connectMs: number,
+  ) => void
+  /** Sends one request; see `ProviderResponse`. Closing the scope aborts it. */
+  readonly send: (request: SendRequest) => Effect.Effect<ProviderResponse, ProviderError, Scope.Scope>
+}
+
 /** One provider as a service; build it with `ProviderClient.layer(options)` or `ProviderClient.make(options)`. */
-export class ProviderClient extends Context.Service<
-  ProviderClient,
-  {
-    /** `options.name`, else the kind. */
-    readonly name: string
-    readonly kind: ProviderKind
-    /** The wire format of its requests and responses. */
-    readonly api: ApiFormat
-    /** Where the provider runs ("" unless Vertex); part of the gateway's breaker key. */
-    readonly region: string
-    /** Whether it serves `endpoint`: Anthropic Messages and count_tokens; Vertex Messages; OpenAI Chat Completions, Responses and embeddings; Ollama Chat Completions and embeddings. */
-    readonly serves: (endpoint: Endpoint) => boolean
-    /** The upstream request for a gateway request sent to `model`: body patched, credentials added. */
-    readonly build: (request: ParsedRequest, model: string) => UpstreamRequest
-    /** Sends `upstream` through the keep-alive pool for `connectMs`; `handler` gets the response. */
-    readonly dispatch: (
-      upstream: UpstreamRequest,
-      handler: Dispatcher.DispatchHandler,
-      connectMs: number,
-    ) => void
-    /** Sends one request; see `ProviderResponse`. Closing the scope aborts it. */
-    readonly send: (request: SendRequest) => Effect.Effect<ProviderResponse, ProviderError, Scope.Scope>
-  }
->()("tollgate/providers/ProviderClient") {
+export class ProviderClient extends Context.Service<ProviderClient, ProviderClientService>()(
+  "tollgate/providers/ProviderClient",
+) {
   /**
    * A client whose pools (and Google token refresher) live in the current
    * scope. Fails with `MissingCredentials` for an empty key or token, or

@@ -11,6 +11,18 @@ export interface ProviderView {
   readonly get: (name: string) => ProviderClient["Service"]
 }
 
+/**
+ * The client that serves a route target: its provider's, or the one the provider has for the target's
+ * model (a Vertex provider's Gemini client).
+ */
+export const targetClient = (
+  view: ProviderView,
+  target: { readonly provider: string; readonly model: string },
+): ProviderClient["Service"] => {
+  const client = view.get(target.provider)
+  return client.forModel === undefined ? client : (client.forModel(target.model) ?? client)
+}
+
 /** The clients prepared for a new configuration (a reload): made current by `commit`, or closed by `abort`. */
 export interface PreparedProviders {
   readonly view: ProviderView
@@ -66,6 +78,16 @@ const optionsOf = (config: ProviderConfig): Effect.Effect<ProviderClientOptions,
       }))
     case "ollama":
       return Effect.succeed({ kind: "ollama", name, baseUrl })
+    case "bedrock":
+      return Effect.succeed({ kind: "bedrock", name, baseUrl, region: config.region })
+    case "azure":
+    case "gemini":
+      return Effect.map(secret(name, "api_key_env", config.apiKeyEnv), (apiKey) => ({
+        kind: config.kind,
+        name,
+        baseUrl,
+        apiKey,
+      }))
     case "vertex": {
       const options = {
         kind: "vertex",

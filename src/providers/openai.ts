@@ -49,3 +49,18 @@ export const buildOllama =
     headers: openaiHeaders(request),
     body: patchBody(request, model),
   })
+
+/** Azure OpenAI's v1 API: `api-key`, the paths under `/openai/v1`, the deployment name as `model`. */
+export const buildAzure =
+  (baseUrl: string, apiKey: string) =>
+  (request: ParsedRequest, model: string): UpstreamRequest => {
+    const headers = openaiHeaders(request)
+    headers["api-key"] = apiKey
+    return {
+      endpoint: request.endpoint,
+      origin: baseUrl,
+      path: `/openai${request.endpoint}`,
+      headers,
+      body: patchBody(request, model),
+    }
+  }

@@ -41,6 +41,11 @@ const lowerCased = (headers: Readonly<Record<string, string>>): Record<string, s
 const NOT_FROM_CALLER = new Set([
   "authorization",
   "x-api-key",
+  "api-key",
+  "x-goog-api-key",
+  "x-amz-date",
+  "x-amz-security-token",
+  "x-amz-content-sha256",
   "host",
   "content-length",
   "transfer-encoding",
@@ -98,6 +103,8 @@ const prepare = (client: Client, request: SendRequest): Prepared | ProviderError
   const headers = request.headers === undefined ? {} : lowerCased(request.headers)
   const countTokens = endpoint === "/v1/messages/count_tokens"
   const parsed = readRequest(endpoint, raw, body, model, (name) => headers[name])
+  const refusal = client.refuse?.(parsed)
+  if (refusal !== undefined) return invalid(refusal)
   return {
     parsed,
     model,

@@ -406,7 +406,7 @@ export const layer = Layer.effect(
                 return {
                   provider: t.provider,
                   model: t.model,
-                  region: provider?.kind === "vertex" ? provider.region : "",
+                  region: provider?.kind === "vertex" || provider?.kind === "bedrock" ? provider.region : "",
                 }
               }),
             )

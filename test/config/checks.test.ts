@@ -36,9 +36,9 @@ describe("config validate rejects", () => {
       raw = patch(raw, ["routes", "gpt", "targets"], [target("openai", "gpt-5-mini"), target("vertex")])
       const problems = yield* problemsOf(raw)
       assert.deepStrictEqual(problems, [
-        'routes.claude.targets[1].provider: provider "openai" is kind openai; an anthropic route takes only anthropic and vertex providers (or set translate: true)',
-        'routes.claude.targets[2].provider: provider "local" is kind ollama; an anthropic route takes only anthropic and vertex providers (or set translate: true)',
-        'routes.gpt.targets[1].provider: provider "vertex" is kind vertex; an openai route takes only openai and ollama providers (or set translate: true)',
+        'routes.claude.targets[1].provider: provider "openai" is kind openai; an anthropic route takes only anthropic, vertex, bedrock providers (or set translate: true)',
+        'routes.claude.targets[2].provider: provider "local" is kind ollama; an anthropic route takes only anthropic, vertex, bedrock providers (or set translate: true)',
+        'routes.gpt.targets[1].provider: provider "vertex" is kind vertex; an openai route takes only openai, ollama, azure, gemini providers (or set translate: true)',
       ])
     }),
   )
@@ -82,7 +82,7 @@ describe("config validate rejects", () => {
     Effect.gen(function* () {
       const raw = patch(baseConfig(), ["providers", "gemini"], { kind: "google" })
       assert.deepStrictEqual(yield* problemsOf(raw), [
-        'providers.gemini.kind: unknown provider kind "google" (expected one of: anthropic, openai, vertex, ollama)',
+        'providers.gemini.kind: unknown provider kind "google" (expected one of: anthropic, openai, vertex, ollama, bedrock, azure, gemini)',
       ])
     }),
   )
