@@ -242,14 +242,17 @@ const frameToSse = (frame: Uint8Array): string => {
 
 /**
  * Event-stream frames (any chunking) → Anthropic SSE. Holds at most one
- * frame; a frame longer than `MAX_FRAME_BYTES` or with a bad checksum fails
- * the body. A stream that ends inside a frame ends there (the meter sees a
+ * frame; a frame longer than `MAX_FRAME_BYTES` fails the body, a frame with
+ * a bad checksum ends the stream with one event whose data is not JSON (a
+ * malformed upstream stream, to the meter). A stream that ends inside a frame ends there (the meter sees a
  * stream without its end).
  */
 export const eventStreamToSse = (): BodyAdapter => {
   let buffer: Buffer | undefined
+  let broken = false
   return {
     push: (chunk) => {
+      if (broken) return undefined
       let data = buffer === undefined ? chunk : Buffer.concat([buffer, chunk])
       buffer = undefined
       let out = ""
@@ -258,7 +261,16 @@ export const eventStreamToSse = (): BodyAdapter => {
         if (total < 16 || total > MAX_FRAME_BYTES)
           throw new Error(`Bedrock event-stream frame of ${total} bytes`)
         if (data.length < total) break
-        out += frameToSse(data.subarray(0, total))
+        try {
+          out += frameToSse(data.subarray(0, total))
+        } catch (cause) {
+          // A frame that fails its checksum: the rest of the stream cannot be trusted. One event that is not
+          // JSON tells the meter (and the client) that the upstream stream is malformed; nothing follows it.
+          broken = true
+          const why = cause instanceof Error ? cause.message : String(cause)
+          out += `event: message\ndata: malformed Bedrock event-stream frame: ${why.replace(/[\r\n]+/g, " ")}\n\n`
+          return Buffer.from(out, "utf8")
+        }
         data = data.subarray(total)
       }
       // The partial frame is copied out of the socket read it came in, which it would keep alive.

@@ -95,10 +95,18 @@ describe("Bedrock event stream → Anthropic SSE", () => {
     ])
   })
 
-  it("a frame with a bad checksum, or longer than the bound, fails the body", () => {
+  it("a frame with a bad checksum ends the stream as malformed; one longer than the bound fails the body", () => {
     const frame = Buffer.from(chunkFrame(EVENTS[0]!))
     frame[frame.length - 6]! ^= 0xff
-    expect(() => eventStreamToSse().push(frame)).toThrow()
+    const adapter = eventStreamToSse()
+    const out = adapter
+      .push(Buffer.concat([chunkFrame(EVENTS[0]!), frame, chunkFrame(EVENTS[1]!)]))!
+      .toString()
+    expect(out).toMatch(/^event: message_start\n/)
+    expect(out).toMatch(
+      /event: message\ndata: malformed Bedrock event-stream frame: [^\n]*checksum[^\n]*\n\n$/i,
+    )
+    expect(adapter.push(Buffer.from(chunkFrame(EVENTS[1]!)))).toBeUndefined()
     const huge = Buffer.alloc(12)
     huge.writeUInt32BE(MAX_FRAME_BYTES + 1, 0)
     expect(() => eventStreamToSse().push(huge)).toThrow(/frame of/)

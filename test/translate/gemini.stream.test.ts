@@ -189,11 +189,15 @@ describe("Gemini stream → Chat Completions stream", () => {
     ])
   })
 
-  it("ignores malformed data, as the other translators do", () => {
+  it("passes data that is not a JSON object on as it came, for the meter to see a malformed stream", () => {
     const responses = [candidate([{ text: "a" }]), candidate([{ text: "b" }], "STOP")]
     const garbage = `data: {not json\r\n\r\ndata: ["an","array"]\r\n\r\n`
     const clean = gemini(responses)
     const at = clean.indexOf("\r\n\r\n") + 4
-    expect(normalized(run([clean.slice(0, at) + garbage + clean.slice(at)]))).toBe(normalized(run([clean])))
+    const out = run([clean.slice(0, at) + garbage + clean.slice(at)])
+    expect(out).toContain('data: {not json\n\ndata: ["an","array"]\n\n')
+    expect(normalized(out.replace('data: {not json\n\ndata: ["an","array"]\n\n', ""))).toBe(
+      normalized(run([clean])),
+    )
   })
 })

@@ -8,7 +8,9 @@
  * it becomes the usage-only chunk when the upstream ends, followed by
  * `[DONE]` only when a finish reason came (a stream cut off must not look
  * complete). An in-band `{"error":…}` becomes an OpenAI error event and ends
- * the stream. Malformed data is ignored, as by the other translators.
+ * the stream. Data that is not JSON is passed on as it came (one event):
+ * this translator runs at the transport, below the gateway's meter, which
+ * must see a malformed upstream stream as malformed.
  */
 import { nowSeconds } from "../ids.js"
 import { dataEvent, DONE, eventJson, SseTranslator } from "../stream/base.js"
@@ -39,7 +41,7 @@ export class GeminiToChatStream extends SseTranslator {
 
   protected onEvent(_event: string, data: string): void {
     const response = eventJson(data)
-    if (response === undefined) return
+    if (response === undefined) return this.write(`${data.replace(/^/gm, "data: ")}\n\n`)
     const error = geminiErrorObject(response)
     if (error !== undefined) return this.fail(error)
     this.start(response)
