@@ -2,14 +2,15 @@
  * Writes a generated response body lazily (a million tokens never sit in memory at once), honouring
  * backpressure, `delay:MS` and the `*-after:N-tokens` scenarios.
  */
-import type { Exchange } from "./exchange.js"
+import type { Chunk, Exchange } from "./exchange.js"
 import type { AfterTokens } from "./scenario.js"
 
 /**
- * One piece of a body: a string, or a function giving its chunks lazily, for an event that repeats the whole
- * output text (a Responses stream's `response.completed`); its chunks go out back to back, one delay for all.
+ * One piece of a body: a string or bytes (a Bedrock event-stream frame), or a function giving its chunks lazily,
+ * for an event that repeats the whole output text (a Responses stream's `response.completed`) or that is made
+ * when it is sent (Bedrock's invocation metrics); its chunks go out back to back, one delay for all.
  */
-export type Piece = string | (() => Iterable<string>)
+export type Piece = Chunk | (() => Iterable<Chunk>)
 
 /**
  * A response body as pieces: `head`, then `tokens` pieces made by `token(i)`, then `tail`. For a stream each
@@ -18,10 +19,10 @@ export type Piece = string | (() => Iterable<string>)
 export interface BodyPlan {
   readonly head: ReadonlyArray<Piece>
   readonly tokens: number
-  readonly token: (index: number) => string
+  readonly token: (index: number) => Chunk
   readonly tail: ReadonlyArray<Piece>
   /** Sent by `malformed-after:N-tokens` before the response ends: not valid JSON in this format. */
-  readonly malformed: string
+  readonly malformed: Chunk
 }
 
 /** How to write a body. */
@@ -39,17 +40,19 @@ const coalesceBytes = 16 * 1024
 /** Writes `plan` to the exchange and ends the response (unless a scenario hangs or drops it). */
 export const emitBody = async (exchange: Exchange, plan: BodyPlan, options: EmitOptions): Promise<void> => {
   const delayMs = options.stream ? (options.delayMs ?? 0) : 0
-  let pending: Array<string> = []
+  let pending: Array<Chunk> = []
   let pendingLength = 0
 
   const flush = async (): Promise<void> => {
     if (pending.length === 0) return
-    const chunk = pending.join("")
+    const chunk = pending.every((part) => typeof part === "string")
+      ? pending.join("")
+      : Buffer.concat(pending.map((part) => (typeof part === "string" ? Buffer.from(part, "utf8") : part)))
     pending = []
     pendingLength = 0
     await exchange.write(chunk)
   }
-  const putChunk = (chunk: string): Promise<void> | undefined => {
+  const putChunk = (chunk: Chunk): Promise<void> | undefined => {
     if (options.stream) return exchange.write(chunk)
     pending.push(chunk)
     pendingLength += chunk.length
@@ -57,7 +60,7 @@ export const emitBody = async (exchange: Exchange, plan: BodyPlan, options: Emit
   }
   const put = async (piece: Piece): Promise<void> => {
     if (options.stream && delayMs > 0) await exchange.sleep(delayMs)
-    if (typeof piece === "string") {
+    if (typeof piece !== "function") {
       const wait = putChunk(piece)
       if (wait !== undefined) await wait
       return

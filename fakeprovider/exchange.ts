@@ -22,6 +22,9 @@ export interface FakeRequest {
 /** Response headers, values as strings. */
 export type Headers = Record<string, string>
 
+/** A piece of a response body: text (written as UTF-8) or bytes (Bedrock's event-stream frames). */
+export type Chunk = string | Uint8Array
+
 /** The response side of one request. */
 export class Exchange {
   /** True once the connection or response closed (client gone, reset, or ended). */
@@ -56,7 +59,7 @@ export class Exchange {
    * Writes one body chunk and counts its bytes. Returns a promise only when the socket buffer is full;
    * it resolves on `drain` or when the connection closes.
    */
-  write(chunk: string): Promise<void> | undefined {
+  write(chunk: Chunk): Promise<void> | undefined {
     if (this.closed) return undefined
     this.entry.bytes_sent += Buffer.byteLength(chunk)
     if (this.res.write(chunk)) return undefined
@@ -72,7 +75,7 @@ export class Exchange {
   }
 
   /** Ends the response, optionally with a last chunk. */
-  end(chunk?: string): void {
+  end(chunk?: Chunk): void {
     if (this.closed) return
     if (chunk !== undefined) this.entry.bytes_sent += Buffer.byteLength(chunk)
     if (chunk === undefined) this.res.end()

@@ -22,13 +22,16 @@ export interface CompletionFacts {
   readonly usage: boolean
   /** Stream only: `stream_options.include_usage` was true, so a usage chunk with `"choices":[]` follows. */
   readonly includeUsage: boolean
+  /** A finish reason instead of `stop` / `length` (Azure's `content_filter`). */
+  readonly finishReason?: string
 }
 
 const json = JSON.stringify
 
 const data = (payload: string): string => `data: ${payload}\n\n`
 
-const finishReason = (facts: CompletionFacts): string => (facts.hitLimit ? "length" : "stop")
+const finishReason = (facts: CompletionFacts): string =>
+  facts.finishReason ?? (facts.hitLimit ? "length" : "stop")
 
 const usage = (facts: CompletionFacts): string =>
   `{"prompt_tokens":${facts.inputTokens},"completion_tokens":${facts.outputTokens},` +

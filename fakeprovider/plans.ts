@@ -4,12 +4,16 @@
  */
 import { randomBytes } from "node:crypto"
 import * as Anthropic from "./anthropic.js"
+import { contentFilterTokens } from "./azure.js"
+import * as Bedrock from "./bedrock.js"
 import type { BodyPlan } from "./emit.js"
+import * as Gemini from "./gemini.js"
 import * as OpenAI from "./openai.js"
 import * as Responses from "./responses.js"
 import type { Scenario } from "./scenario.js"
 import {
   anthropicInputTokens,
+  geminiInputTokens,
   numberField,
   openaiInputTokens,
   planOutput,
@@ -50,8 +54,10 @@ const answerShape = (
     : { output: { tokens: toolTokens(output.tokens), hitLimit: false }, tool }
 }
 
-/** Anthropic Messages (and Vertex, whose model comes from the URL). */
-export const anthropicPlan = (input: PlanInput, model: string): BodyPlan => {
+const anthropicFacts = (
+  input: PlanInput,
+  model: string,
+): { readonly facts: Anthropic.MessageFacts; readonly tool: string | undefined } => {
   const { output, tool } = answerShape("anthropic", input, numberField(input.body, "max_tokens"))
   const facts: Anthropic.MessageFacts = {
     id: randomId("msg_"),
@@ -61,6 +67,14 @@ export const anthropicPlan = (input: PlanInput, model: string): BodyPlan => {
     hitLimit: output.hitLimit,
     usage: !input.scenario.noUsage,
   }
+  return { facts, tool }
+}
+
+const anthropicBody = (
+  input: PlanInput,
+  facts: Anthropic.MessageFacts,
+  tool: string | undefined,
+): BodyPlan => {
   const { inbandError } = input.scenario
   if (inbandError !== undefined) return Anthropic.inbandErrorStream(facts, inbandError)
   if (tool !== undefined) {
@@ -70,11 +84,70 @@ export const anthropicPlan = (input: PlanInput, model: string): BodyPlan => {
   return input.stream ? Anthropic.messageStream(facts) : Anthropic.messageJson(facts)
 }
 
-/** OpenAI Chat Completions. */
-export const chatPlan = (input: PlanInput): BodyPlan => {
+/** Anthropic Messages (and Vertex, whose model comes from the URL). */
+export const anthropicPlan = (input: PlanInput, model: string): BodyPlan => {
+  const { facts, tool } = anthropicFacts(input, model)
+  return anthropicBody(input, facts, tool)
+}
+
+/**
+ * Bedrock InvokeModel: the Anthropic message with the URL's model id; a stream's events as event-stream frames
+ * (with the invocation metrics on `message_stop`), an in-band error as an exception frame.
+ *
+ * @param startedAt `Date.now()` when the request arrived, for the latencies of the invocation metrics.
+ */
+export const bedrockPlan = (input: PlanInput, modelId: string, startedAt: number): BodyPlan => {
+  const { facts, tool } = anthropicFacts(input, modelId)
+  if (!input.stream) return anthropicBody(input, facts, tool)
+  const { inbandError } = input.scenario
+  if (inbandError !== undefined)
+    return Bedrock.inbandErrorStream(Anthropic.inbandErrorStream(facts, inbandError), inbandError)
+  const metrics = facts.usage
+    ? { inputTokens: facts.inputTokens, outputTokens: facts.outputTokens, startedAt }
+    : undefined
+  return Bedrock.eventStream(anthropicBody(input, facts, tool), metrics)
+}
+
+/**
+ * Gemini generateContent / streamGenerateContent: text, or one `functionCall` of the first declared function;
+ * `thoughts:N` and `cached:N` add to the usage.
+ */
+export const geminiPlan = (input: PlanInput, model: string, framing: Gemini.Framing): BodyPlan => {
+  const { scenario } = input
+  const { output, tool } = answerShape("gemini", input, Gemini.maxOutputTokens(input.body))
+  const cached = scenario.cached ?? 0
+  const facts: Gemini.GeminiFacts = {
+    responseId: randomId(""),
+    modelVersion: model,
+    promptTokens: geminiInputTokens(input.body) + cached,
+    outputTokens: output.tokens,
+    thoughts: scenario.thoughts ?? 0,
+    cached,
+    hitLimit: output.hitLimit,
+    usage: !scenario.noUsage,
+  }
+  if (scenario.inbandError !== undefined)
+    return Gemini.inbandErrorStream(facts, scenario.inbandError, framing)
+  if (tool !== undefined)
+    return input.stream
+      ? Gemini.functionCallStream(facts, tool, framing)
+      : Gemini.functionCallJson(facts, tool)
+  return input.stream ? Gemini.responseStream(facts, framing) : Gemini.responseJson(facts)
+}
+
+/**
+ * OpenAI Chat Completions. `contentFilter` (Azure's `content-filter` on a stream): text only, cut after
+ * {@link contentFilterTokens} tokens with `finish_reason: "content_filter"`.
+ */
+export const chatPlan = (input: PlanInput, contentFilter = false): BodyPlan => {
   const { body } = input
   const limit = numberField(body, "max_completion_tokens") ?? numberField(body, "max_tokens")
-  const { output, tool } = answerShape("chat", input, limit)
+  const shape = answerShape("chat", input, limit)
+  const planned = contentFilter ? planOutput(input.scenario, limit) : shape.output
+  const output = contentFilter
+    ? { tokens: Math.min(planned.tokens, contentFilterTokens), hitLimit: false }
+    : planned
+  const tool = contentFilter ? undefined : shape.tool
   const options = body["stream_options"]
   const facts: OpenAI.CompletionFacts = {
     id: randomId("chatcmpl-"),
@@ -85,6 +158,7 @@ export const chatPlan = (input: PlanInput): BodyPlan => {
     hitLimit: output.hitLimit,
     usage: !input.scenario.noUsage,
     includeUsage: isRecord(options) && options["include_usage"] === true,
+    ...(contentFilter ? { finishReason: "content_filter" } : {}),
   }
   const { inbandError } = input.scenario
   if (inbandError !== undefined) return OpenAI.inbandErrorStream(facts, inbandError)

@@ -3,9 +3,11 @@
  *
  * A scenario is a comma-separated list of items, for example `tokens:40,delay:5`.
  * See the scenario table in the reliability seed and SPEC.md "The fake provider". Beyond those:
- * `inband-error:TYPE` (a 200 stream carrying an error; an error status for a non-stream request) and
+ * `inband-error:TYPE` (a 200 stream carrying an error; an error status for a non-stream request),
  * `inband-error-event:TYPE` (the same, but a Responses stream reports it as `event: error` rather than
- * `response.failed`).
+ * `response.failed`), `content-filter` (Azure OpenAI's content filter: a 400 `content_filter` error, or a chat
+ * stream cut with `finish_reason: "content_filter"`; ignored by the other formats), `thoughts:N` and `cached:N`
+ * (Gemini's `usageMetadata.thoughtsTokenCount` and `cachedContentTokenCount`; ignored by the other formats).
  */
 
 /** What happens after a stream (or a non-stream JSON prefix) has sent `tokens` tokens. */
@@ -48,6 +50,15 @@ export interface Scenario {
   readonly maxTokens: boolean
   /** `delay:MS`: milliseconds before each stream event, or before a non-stream response. Default 0. */
   readonly delayMs: number
+  /**
+   * `content-filter` (Azure only): a non-stream request, or a Responses stream, gets Azure's 400
+   * `content_filter` error; a chat stream sends its first tokens, then ends with `finish_reason: "content_filter"`.
+   */
+  readonly contentFilter?: boolean
+  /** `thoughts:N` (Gemini only): N thinking tokens, reported as `thoughtsTokenCount` and in `totalTokenCount`. */
+  readonly thoughts?: number
+  /** `cached:N` (Gemini only): `cachedContentTokenCount: N`, added to `promptTokenCount` as Gemini counts it. */
+  readonly cached?: number
 }
 
 /** The `ok` scenario. */
@@ -109,6 +120,13 @@ const applyItem = (scenario: Scenario, item: string): Scenario => {
       return { ...scenario, tokens: single() }
     case "delay":
       return { ...scenario, delayMs: single() }
+    case "content-filter":
+      if (rest.length > 0) throw new Error(`"${item}" takes no value`)
+      return { ...scenario, contentFilter: true }
+    case "thoughts":
+      return { ...scenario, thoughts: single() }
+    case "cached":
+      return { ...scenario, cached: single() }
     case "inband-error":
     case "inband-error-event": {
       const type = rest.join(":")

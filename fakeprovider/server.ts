@@ -1,22 +1,26 @@
 /**
  * The fake provider: a plain `node:http` server that answers the Anthropic, OpenAI/Ollama (Chat Completions,
- * Responses, embeddings) and Vertex wire formats deterministically, calls a tool when the request declares
- * tools (tools.ts), misbehaves on request (scenarios), and records what reached it.
+ * Responses, embeddings), Vertex, Amazon Bedrock, Azure OpenAI and Google Gemini wire formats deterministically,
+ * calls a tool when the request declares tools (tools.ts), misbehaves on request (scenarios), and records what
+ * reached it. Requests are routed by path; `kind` restricts a fake to the endpoints of one of the cloud formats.
  */
 import { createServer } from "node:http"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import type { Socket } from "node:net"
-import * as Anthropic from "./anthropic.js"
+import { environmentAwsKeys } from "./bedrock.js"
+import type { AwsKeys } from "./bedrock.js"
 import { Exchange } from "./exchange.js"
 import type { FakeRequest, Headers } from "./exchange.js"
-import { handleEndpoint } from "./handlers.js"
-import type { Endpoint } from "./handlers.js"
+import { endpointKind, handleEndpoint, respondNotFound, respondScenarioError } from "./handlers.js"
+import type { Endpoint, FakeKind } from "./handlers.js"
 import { RequestLog } from "./requestLog.js"
 import type { FakeRequestLog } from "./requestLog.js"
 import { parseScenario, ScenarioError } from "./scenario.js"
 import type { Scenario } from "./scenario.js"
 
+export type { AwsKeys } from "./bedrock.js"
 export type { FakeRequest } from "./exchange.js"
+export type { FakeKind } from "./handlers.js"
 export type { FakeRequestLog } from "./requestLog.js"
 export { ScenarioError } from "./scenario.js"
 
@@ -30,6 +34,16 @@ export interface FakeProviderOptions {
   readonly scenario?: string
   /** Echoed in an `x-fake-name` header on every response. */
   readonly name?: string
+  /**
+   * Serve only the endpoints of this cloud format (others get 404) and label every response with an
+   * `x-fake-kind` header. Default: every format, routed by path.
+   */
+  readonly kind?: FakeKind
+  /**
+   * The AWS credentials Bedrock signatures are checked against. Default: `AWS_ACCESS_KEY_ID` /
+   * `AWS_SECRET_ACCESS_KEY` of the environment at each request, `AKIDFAKE` / `fake-secret` when unset.
+   */
+  readonly awsCredentials?: AwsKeys
 }
 
 /** A running fake provider. */
@@ -49,8 +63,50 @@ export interface FakeProviderHandle {
 const vertexPath =
   /^\/v1\/projects\/[^/]+\/locations\/[^/]+\/publishers\/anthropic\/models\/([^/:]+):(rawPredict|streamRawPredict)$/
 
-/** The model endpoint of a POST path (query string removed), or undefined. */
-const route = (path: string): Endpoint | undefined => {
+const bedrockPath = /^\/model\/([^/]+)\/(invoke|invoke-with-response-stream)$/
+
+const azurePath = /^\/openai\/v1\/(chat\/completions|responses|embeddings)$/
+
+const geminiPath = /^\/v1(?:beta)?\/models\/([^/:]+):(generateContent|streamGenerateContent)$/
+
+const vertexGeminiPath =
+  /^\/v1(?:beta1)?\/projects\/[^/]+\/locations\/[^/]+\/publishers\/google\/models\/([^/:]+):(generateContent|streamGenerateContent)$/
+
+const decoded = (text: string): string => {
+  try {
+    return decodeURIComponent(text)
+  } catch {
+    return text
+  }
+}
+
+/** The model endpoint of a POST path (query string apart), or undefined. */
+const route = (path: string, query: string): Endpoint | undefined => {
+  const bedrock = bedrockPath.exec(path)
+  if (bedrock !== null)
+    return { kind: "bedrock", model: decoded(bedrock[1] ?? ""), stream: bedrock[2] !== "invoke" }
+  const azure = azurePath.exec(path)
+  if (azure !== null) {
+    const api =
+      azure[1] === "chat/completions"
+        ? "chat_completions"
+        : azure[1] === "responses"
+          ? "responses"
+          : "embeddings"
+    return { kind: api, azure: true }
+  }
+  const gemini = geminiPath.exec(path) ?? vertexGeminiPath.exec(path)
+  if (gemini !== null) {
+    const stream = gemini[2] === "streamGenerateContent"
+    const sse = new URLSearchParams(query).get("alt") === "sse"
+    return {
+      kind: "gemini",
+      model: decoded(gemini[1] ?? ""),
+      stream,
+      framing: sse ? "sse" : "array",
+      vertex: !path.startsWith("/v1beta/models/") && !path.startsWith("/v1/models/"),
+    }
+  }
   if (path === "/v1/messages") return { kind: "messages" }
   if (path === "/v1/messages/count_tokens") return { kind: "count_tokens" }
   if (path === "/v1/chat/completions") return { kind: "chat_completions" }
@@ -81,12 +137,22 @@ const parseBody = (text: string): unknown => {
   }
 }
 
+/** The cloud format a path that no endpoint serves belongs to, for the format of its 404. */
+const pathKind = (path: string): FakeKind | undefined =>
+  path.startsWith("/model/")
+    ? "bedrock"
+    : path.startsWith("/openai/")
+      ? "azure"
+      : path.startsWith("/v1beta/") || path.includes("/publishers/google/")
+        ? "gemini"
+        : undefined
+
 /** Reads the whole request body; undefined when the client went away first. */
-const readBody = (req: IncomingMessage): Promise<string | undefined> =>
+const readBody = (req: IncomingMessage): Promise<Buffer | undefined> =>
   new Promise((resolve) => {
     const chunks: Array<Buffer> = []
     req.on("data", (chunk: Buffer) => chunks.push(chunk))
-    req.once("end", () => resolve(Buffer.concat(chunks).toString("utf8")))
+    req.once("end", () => resolve(Buffer.concat(chunks)))
     req.once("close", () => resolve(undefined))
     req.once("error", () => resolve(undefined))
   })
@@ -97,14 +163,24 @@ const jsonType = { "content-type": "application/json" }
 export const startFakeProvider = async (options: FakeProviderOptions = {}): Promise<FakeProviderHandle> => {
   const host = options.host ?? "127.0.0.1"
   const defaultScenario = parseScenario(options.scenario ?? "ok")
-  const extraHeaders: Headers = options.name !== undefined ? { "x-fake-name": options.name } : {}
+  const { kind } = options
+  if (kind !== undefined && kind !== "bedrock" && kind !== "azure" && kind !== "gemini")
+    throw new Error(`unknown kind "${String(kind)}": expected bedrock, azure or gemini`)
+  const awsKeys = (): AwsKeys => options.awsCredentials ?? environmentAwsKeys()
+  const extraHeaders: Headers = {
+    ...(options.name !== undefined ? { "x-fake-name": options.name } : {}),
+    ...(kind !== undefined ? { "x-fake-kind": kind } : {}),
+  }
   const log = new RequestLog()
   const sockets = new Set<Socket>()
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const method = req.method ?? "GET"
+    const startedAt = Date.now()
     const target = req.url ?? "/"
-    const path = target.split("?")[0] ?? "/"
+    const queryAt = target.indexOf("?")
+    const path = queryAt < 0 ? target : target.slice(0, queryAt)
+    const query = queryAt < 0 ? "" : target.slice(queryAt + 1)
     const entry: FakeRequest = {
       method,
       path: target,
@@ -128,15 +204,20 @@ export const startFakeProvider = async (options: FakeProviderOptions = {}): Prom
     }
 
     log.add(entry)
-    const text = await readBody(req)
-    if (text === undefined) return
+    const bytes = await readBody(req)
+    if (bytes === undefined) return
+    const text = bytes.toString("utf8")
     entry.body = parseBody(text)
 
-    const endpoint = method === "POST" ? route(path) : undefined
-    if (endpoint === undefined) {
-      const body = Anthropic.errorJson("not_found_error", `fake provider: no endpoint for ${method} ${path}`)
-      return exchange.respond(404, jsonType, body)
-    }
+    const routed = method === "POST" ? route(path, query) : undefined
+    const endpoint =
+      routed !== undefined && (kind === undefined || endpointKind(routed) === kind) ? routed : undefined
+    if (endpoint === undefined)
+      return respondNotFound(
+        exchange,
+        kind ?? pathKind(path),
+        `fake provider: no endpoint for ${method} ${path}`,
+      )
     let scenario: Scenario = defaultScenario
     const override = req.headers["x-fake-scenario"]
     if (typeof override === "string") {
@@ -144,10 +225,10 @@ export const startFakeProvider = async (options: FakeProviderOptions = {}): Prom
         scenario = parseScenario(override)
       } catch (error) {
         const message = error instanceof ScenarioError ? error.message : "invalid x-fake-scenario"
-        return exchange.respond(400, jsonType, Anthropic.errorJson("invalid_request_error", message))
+        return respondScenarioError(exchange, endpoint, message)
       }
     }
-    return handleEndpoint(exchange, endpoint, text, scenario)
+    return handleEndpoint(exchange, endpoint, { rawBody: text, bytes, scenario, awsKeys, startedAt })
   }
 
   const server = createServer((req, res) => {

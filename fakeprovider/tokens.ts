@@ -83,6 +83,22 @@ export const responsesInputTokens = (body: Record<string, unknown>): number => {
   return texts.reduce((n, text) => n + countTokens(text), 0)
 }
 
+/** The `text` of a Gemini `Content`'s parts (`{parts:[{text}, …]}`). */
+const geminiContentText = (content: unknown): ReadonlyArray<string> => {
+  const parts = isRecord(content) ? content["parts"] : undefined
+  if (!Array.isArray(parts)) return []
+  return parts.flatMap((part) => (isRecord(part) && typeof part["text"] === "string" ? [part["text"]] : []))
+}
+
+/** Input tokens of a Gemini `generateContent` body: `systemInstruction` plus the text parts of `contents`. */
+export const geminiInputTokens = (body: Record<string, unknown>): number => {
+  const contents = body["contents"]
+  return [
+    ...geminiContentText(body["systemInstruction"]),
+    ...(Array.isArray(contents) ? contents.flatMap(geminiContentText) : []),
+  ].reduce((n, text) => n + countTokens(text), 0)
+}
+
 /** The text of output token `index` (0-based). */
 export const tokenText = (index: number): string => `tok${index} `
 

@@ -8,12 +8,16 @@
  * one argument token per planned output token, at most {@link maxToolTokens}. A call is always whole: it ends
  * with `tool_use` / `tool_calls` / `completed` even when the output limit was reached. Otherwise the answer is
  * text, exactly as without tools.
+ *
+ * Gemini: the tools are the `functionDeclarations` of `tools`; the last turn is a tool result when the last
+ * content's parts hold a `functionResponse`; `toolConfig.functionCallingConfig.mode` `NONE` means no call, and
+ * `ANY` with `allowedFunctionNames` forces the first allowed declared function.
  */
 import { createHash } from "node:crypto"
 import { outputText } from "./tokens.js"
 
 /** The API whose request shape is read. */
-export type ToolApi = "anthropic" | "chat" | "responses"
+export type ToolApi = "anthropic" | "chat" | "responses" | "gemini"
 
 /** The one call an answer makes. */
 export interface ToolCall {
@@ -69,6 +73,34 @@ const forcedName = (choice: unknown): string | undefined =>
 const isNone = (choice: unknown): boolean =>
   choice === "none" || (isRecord(choice) && choice["type"] === "none")
 
+/** Gemini: the function the fake calls (see the module doc), or undefined. */
+const geminiToolToCall = (body: Record<string, unknown>): string | undefined => {
+  const tools = body["tools"]
+  if (!Array.isArray(tools)) return undefined
+  const names = tools.flatMap((tool) => {
+    const declarations = isRecord(tool) ? tool["functionDeclarations"] : undefined
+    return Array.isArray(declarations)
+      ? declarations.flatMap((fn) => (isRecord(fn) && typeof fn["name"] === "string" ? [fn["name"]] : []))
+      : []
+  })
+  if (names.length === 0) return undefined
+  const toolConfig = body["toolConfig"]
+  const config = isRecord(toolConfig) ? toolConfig["functionCallingConfig"] : undefined
+  const mode = isRecord(config) && typeof config["mode"] === "string" ? config["mode"].toUpperCase() : "AUTO"
+  if (mode === "NONE") return undefined
+  const contents = body["contents"]
+  const last: unknown = Array.isArray(contents) ? contents.at(-1) : undefined
+  const parts = isRecord(last) ? last["parts"] : undefined
+  if (Array.isArray(parts) && parts.some((part) => isRecord(part) && isRecord(part["functionResponse"])))
+    return undefined
+  const allowed = isRecord(config) ? config["allowedFunctionNames"] : undefined
+  const forced =
+    mode === "ANY" && Array.isArray(allowed)
+      ? allowed.find((name): name is string => typeof name === "string" && names.includes(name))
+      : undefined
+  return forced ?? names[0]
+}
+
 const endsWithToolResult = (api: ToolApi, body: Record<string, unknown>): boolean => {
   const turns = api === "responses" ? body["input"] : body["messages"]
   const last: unknown = Array.isArray(turns) ? turns.at(-1) : undefined
@@ -84,11 +116,14 @@ const endsWithToolResult = (api: ToolApi, body: Record<string, unknown>): boolea
       return last["role"] === "tool" || last["role"] === "function"
     case "responses":
       return last["type"] === "function_call_output"
+    case "gemini":
+      return false
   }
 }
 
 /** The name of the tool the fake calls in answer to `body`, or undefined when it answers with text. */
 export const toolToCall = (api: ToolApi, body: Record<string, unknown>): string | undefined => {
+  if (api === "gemini") return geminiToolToCall(body)
   const tools = body["tools"]
   if (!Array.isArray(tools) || tools.length === 0) return undefined
   const choice = body["tool_choice"]

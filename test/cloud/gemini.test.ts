@@ -80,12 +80,12 @@ const costOf = (r: { input_tokens: number; output_tokens: number; cache_read_tok
 
 describe("Gemini targets (Google AI Studio)", () => {
   it("the OpenAI SDK's chat stream: text, the generateContent path and key, exact usage and µUSD", async () => {
-    h = await start({ scenario: "thoughts:7,cached:2" })
+    h = await start({ scenario: "tokens:6,thoughts:7,cached:2" })
     const stream = await openai(h).chat.completions.create({
       model: "flash",
       stream: true,
       stream_options: { include_usage: true },
-      max_tokens: 6,
+      max_tokens: 50,
       messages: [
         { role: "system", content: "be brief" },
         { role: "user", content: "hello gemini, how are you" },
@@ -107,7 +107,7 @@ describe("Gemini targets (Google AI Studio)", () => {
     const body = sent.body as Record<string, unknown>
     expect(body["systemInstruction"]).toEqual({ parts: [{ text: "be brief" }] })
     expect(body["contents"]).toEqual([{ role: "user", parts: [{ text: "hello gemini, how are you" }] }])
-    expect(body["generationConfig"]).toMatchObject({ maxOutputTokens: 6 })
+    expect(body["generationConfig"]).toMatchObject({ maxOutputTokens: 50 })
     // Thinking is output; cached tokens are input read from the cache.
     expect(usage!.completion_tokens).toBe(6 + 7)
     expect(usage!.prompt_tokens_details?.cached_tokens).toBe(2)
@@ -152,7 +152,8 @@ describe("Gemini targets (Google AI Studio)", () => {
         { role: "tool", tool_call_id: call.id, content: '{"sky":"sunny"}' },
       ],
     })
-    expect(second.choices[0]!.finish_reason).toBe("stop")
+    // Four tokens of a four-token limit: Gemini's MAX_TOKENS is Chat Completions' "length".
+    expect(second.choices[0]!.finish_reason).toBe("length")
     expect(second.choices[0]!.message.content).toBe("tok0 tok1 tok2 tok3 ")
     const contents = (
       upstream(h).body as { contents: Array<{ role: string; parts: Array<Record<string, unknown>> }> }
