@@ -25,6 +25,49 @@ export interface GeminiFacts {
   readonly hitLimit: boolean
   /** False for `no-usage`: no `usageMetadata` anywhere. */
   readonly usage: boolean
+  /** The `thoughtSignature` of a function call part (Gemini 3 models), or undefined. */
+  readonly signature?: string
+}
+
+/**
+ * True for the models that sign their function calls and refuse a history whose calls come back unsigned
+ * (Gemini 3 and later, by the model name's major version).
+ */
+export const signsCalls = (model: string): boolean => {
+  const match = /^gemini-(\d+)/.exec(model)
+  return match !== null && Number(match[1]) >= 3
+}
+
+const signaturePrefix = "fake-thought-signature:"
+
+/** The signature the fake gives a call of `name`: base64 of a recognizable text. */
+export const signatureFor = (name: string): string =>
+  Buffer.from(`${signaturePrefix}${name}`, "utf8").toString("base64")
+
+/** Google's documented placeholder for calls that were not made by a Gemini 3 model. */
+const placeholderSignature = "skip_thought_signature_validator"
+
+const acceptedSignature = (signature: unknown): boolean =>
+  signature === placeholderSignature ||
+  (typeof signature === "string" &&
+    Buffer.from(signature, "base64").toString("utf8").startsWith(signaturePrefix))
+
+/** The first `functionCall` part of each model turn of a Gemini 3 request must carry a signature. */
+const signatureProblem = (contents: ReadonlyArray<unknown>): string | undefined => {
+  for (const [index, content] of contents.entries()) {
+    if (!isRecord(content) || content["role"] !== "model" || !Array.isArray(content["parts"])) continue
+    const first: unknown = content["parts"].find((part) => isRecord(part) && isRecord(part["functionCall"]))
+    if (!isRecord(first) || acceptedSignature(first["thoughtSignature"])) continue
+    const call = first["functionCall"]
+    const name = isRecord(call) && typeof call["name"] === "string" ? call["name"] : ""
+    return (
+      "Function call is missing a thought_signature in functionCall parts. This is required for tools to work " +
+      `correctly, and missing thought_signature may lead to degraded model performance. Additional data, ` +
+      `function call \`default_api:${name}\` , position ${index + 1}. Please refer to ` +
+      "https://ai.google.dev/gemini-api/docs/thought-signatures for more details."
+    )
+  }
+  return undefined
 }
 
 /** How a stream is framed: SSE events (`alt=sse`) or one JSON array (no `alt`). */
@@ -35,8 +78,11 @@ const json = JSON.stringify
 const isRecord = (value: unknown): value is Record<string, unknown> =>
   typeof value === "object" && value !== null && !Array.isArray(value)
 
-/** A validation problem of a `generateContent` body, phrased like the real API, or undefined. */
-export const bodyProblem = (body: Record<string, unknown>): string | undefined => {
+/**
+ * A validation problem of a `generateContent` body for `model`, phrased like the real API, or undefined.
+ * Gemini 3 models also require the signatures of their own calls back (see {@link signsCalls}).
+ */
+export const bodyProblem = (body: Record<string, unknown>, model: string): string | undefined => {
   const contents = body["contents"]
   if (!Array.isArray(contents) || contents.length === 0)
     return "* GenerateContentRequest.contents: contents is not specified\n"
@@ -52,7 +98,7 @@ export const bodyProblem = (body: Record<string, unknown>): string | undefined =
   const config = body["generationConfig"]
   if (config !== undefined && !isRecord(config))
     return `Invalid value at 'generation_config': not a GenerationConfig object`
-  return undefined
+  return signsCalls(model) ? signatureProblem(contents) : undefined
 }
 
 /** `generationConfig.maxOutputTokens`, or undefined. */
@@ -98,12 +144,19 @@ export const responseJson = (facts: GeminiFacts): BodyPlan => ({
   malformed: `"oops`,
 })
 
+/** The end of a function call part: its `thoughtSignature` when the facts have one. */
+const callPartEnd = (facts: GeminiFacts): string =>
+  facts.signature !== undefined ? `},"thoughtSignature":${json(facts.signature)}}` : "}}"
+
 /** A non-stream answer with one `functionCall` part; the argument tokens sit inside `args.query`. */
 export const functionCallJson = (facts: GeminiFacts, name: string): BodyPlan => ({
   head: [`{"candidates":[{"content":{"parts":[{"functionCall":{"name":${json(name)},"args":${argumentsOpen}`],
   tokens: facts.outputTokens,
   token: tokenText,
-  tail: [`${argumentsClose}}}],"role":"model"}` + responseEnd(facts, "STOP", facts.outputTokens)],
+  tail: [
+    `${argumentsClose}${callPartEnd(facts)}],"role":"model"}` +
+      responseEnd(facts, "STOP", facts.outputTokens),
+  ],
   malformed: `"oops`,
 })
 
@@ -147,7 +200,7 @@ export const functionCallStream = (facts: GeminiFacts, name: string, framing: Fr
     tail: [
       framer(framing)(
         `{"candidates":[{"content":{"parts":[{"functionCall":{"name":${json(name)},"args":` +
-          `${args}${argumentsClose}}}],"role":"model"}` +
+          `${args}${argumentsClose}${callPartEnd(facts)}],"role":"model"}` +
           responseEnd(facts, "STOP", facts.outputTokens),
         true,
       ) + closing(framing),

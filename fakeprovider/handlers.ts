@@ -467,7 +467,7 @@ const handleGemini = async (
   const body = parseObject(rawBody)
   if (body === undefined)
     return respondError(exchange, geminiFormat, 400, "Invalid JSON payload received. Expected a JSON object.")
-  const problem = Gemini.bodyProblem(body)
+  const problem = Gemini.bodyProblem(body, endpoint.model)
   if (problem !== undefined) return respondError(exchange, geminiFormat, 400, problem)
 
   const { stream, framing } = endpoint

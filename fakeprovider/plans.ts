@@ -125,6 +125,7 @@ export const geminiPlan = (input: PlanInput, model: string, framing: Gemini.Fram
     cached,
     hitLimit: output.hitLimit,
     usage: !scenario.noUsage,
+    ...(tool !== undefined && Gemini.signsCalls(model) ? { signature: Gemini.signatureFor(tool) } : {}),
   }
   if (scenario.inbandError !== undefined)
     return Gemini.inbandErrorStream(facts, scenario.inbandError, framing)

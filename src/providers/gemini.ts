@@ -14,6 +14,7 @@ import {
   geminiErrorToOpenAI,
   geminiToChat,
   GeminiToChatStream,
+  requiresSignatures,
 } from "../translate/gemini/index.js"
 import { isObject } from "../translate/wire.js"
 import { AdaptingHandler, retyped, wholeBodyAdapter, type AdaptedHead, type BodyAdapter } from "./adapt.js"
@@ -25,25 +26,40 @@ export const GEMINI_BASE_URL = "https://generativelanguage.googleapis.com"
 /** Largest answer or error body translated whole, bytes (as the translation layer's whole bodies). */
 const MAX_WHOLE_BODY_BYTES = 16 * 1024 * 1024
 
-/** The translated body of each request, or why it has none: made once (by `refuse` or the first `build`). */
-const translated = new WeakMap<ParsedRequest, Buffer | InvalidRequest>()
+/** A request's translations: for models without and with required thought signatures (made when needed). */
+interface Translations {
+  plain?: Buffer | InvalidRequest
+  signed?: Buffer | InvalidRequest
+}
 
-const translationOf = (request: ParsedRequest): Buffer | InvalidRequest => {
+/** The translated bodies of each request, or why it has none: made once each (by `refuse` or `build`). */
+const translated = new WeakMap<ParsedRequest, Translations>()
+
+const translate = (request: ParsedRequest, placeholderSignatures: boolean): Buffer | InvalidRequest => {
+  let json: unknown
+  try {
+    json = JSON.parse(request.raw.toString("utf8"))
+  } catch {
+    json = undefined
+  }
+  const body = isObject(json)
+    ? chatToGemini(json, { placeholderSignatures })
+    : new InvalidRequest({ message: "the request body is not a JSON object" })
+  return body instanceof InvalidRequest ? body : Buffer.from(JSON.stringify(body), "utf8")
+}
+
+/**
+ * The translated body of `request` for `model`: Gemini 3 models get the placeholder signature on calls of the
+ * history that carry none (src/translate/gemini/signatures.ts); both forms refuse the same requests.
+ */
+const translationOf = (request: ParsedRequest, model?: string): Buffer | InvalidRequest => {
   let done = translated.get(request)
   if (done === undefined) {
-    let json: unknown
-    try {
-      json = JSON.parse(request.raw.toString("utf8"))
-    } catch {
-      json = undefined
-    }
-    const body = isObject(json)
-      ? chatToGemini(json)
-      : new InvalidRequest({ message: "the request body is not a JSON object" })
-    done = body instanceof InvalidRequest ? body : Buffer.from(JSON.stringify(body), "utf8")
+    done = {}
     translated.set(request, done)
   }
-  return done
+  if (model !== undefined && requiresSignatures(model)) return (done.signed ??= translate(request, true))
+  return (done.plain ??= translate(request, false))
 }
 
 /** Why `request` cannot go to a Gemini target (a field it cannot translate), else undefined. */
@@ -64,8 +80,8 @@ const verbOf = (request: ParsedRequest): string =>
   request.stream ? ":streamGenerateContent?alt=sse" : ":generateContent"
 
 /** The translated body (an untranslatable request never gets here: `refuse` skipped the target). */
-const bodyOf = (request: ParsedRequest): Buffer => {
-  const body = translationOf(request)
+const bodyOf = (request: ParsedRequest, model: string): Buffer => {
+  const body = translationOf(request, model)
   if (body instanceof InvalidRequest)
     throw new Error(`a Gemini target was given an untranslatable request: ${body.message}`)
   return body
@@ -82,7 +98,7 @@ export const buildGemini =
       origin: baseUrl,
       path: `/v1beta/models/${encodeURIComponent(model)}${verbOf(request)}`,
       headers,
-      body: bodyOf(request),
+      body: bodyOf(request, model),
     }
   }
 
@@ -98,7 +114,13 @@ export const buildVertexGemini =
     const path =
       `/v1/projects/${encodeURIComponent(target.project)}/locations/${encodeURIComponent(target.region)}` +
       `/publishers/google/models/${encodeURIComponent(model)}${verbOf(request)}`
-    return { endpoint: "/v1/chat/completions", origin: target.baseUrl, path, headers, body: bodyOf(request) }
+    return {
+      endpoint: "/v1/chat/completions",
+      origin: target.baseUrl,
+      path,
+      headers,
+      body: bodyOf(request, model),
+    }
   }
 
 /** A JSON answer that is not a Gemini response is passed on as it is (the gateway sees a malformed answer). */

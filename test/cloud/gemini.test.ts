@@ -2,6 +2,7 @@ import Anthropic from "@anthropic-ai/sdk"
 import OpenAI from "openai"
 import { join } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
+import { signatureFor } from "../../fakeprovider/gemini.js"
 import { eventually, startHarness, UPSTREAM_KEY, UPSTREAM_KEY_ENV, type Harness } from "../support/harness.js"
 
 /**
@@ -11,9 +12,11 @@ import { eventually, startHarness, UPSTREAM_KEY, UPSTREAM_KEY_ENV, type Harness 
  */
 
 const MODEL = "gemini-2.5-flash"
+const GEMINI_3 = "gemini-3-flash-preview"
 const PRICES = {
   prices: [
     { provider: "gemini", model: MODEL, input: 0.3, output: 2.5, cache_read: 0.03 },
+    { provider: "gemini", model: GEMINI_3, input: 0.5, output: 3, cache_read: 0.05 },
     { provider: "vertex", model: MODEL, input: 0.3, output: 2.5, cache_read: 0.03 },
   ],
 }
@@ -24,7 +27,7 @@ afterEach(async () => {
   h = undefined
 })
 
-const start = (options: { scenario?: string; provider?: "gemini" | "vertex" } = {}) =>
+const start = (options: { scenario?: string; provider?: "gemini" | "vertex"; model?: string } = {}) =>
   startHarness({
     fakes: [{ name: "gemini", scenario: options.scenario ?? "ok" }],
     prices: PRICES,
@@ -42,11 +45,14 @@ const start = (options: { scenario?: string; provider?: "gemini" | "vertex" } = 
         },
       },
       routes: {
-        flash: { api: "openai", targets: [{ provider: options.provider ?? "gemini", model: MODEL }] },
+        flash: {
+          api: "openai",
+          targets: [{ provider: options.provider ?? "gemini", model: options.model ?? MODEL }],
+        },
         "flash-claude": {
           api: "anthropic",
           translate: true,
-          targets: [{ provider: options.provider ?? "gemini", model: MODEL }],
+          targets: [{ provider: options.provider ?? "gemini", model: options.model ?? MODEL }],
         },
       },
       tenants: {
@@ -241,6 +247,97 @@ describe("Gemini targets (Google AI Studio)", () => {
     })
     expect(tool.stop_reason).toBe("tool_use")
     expect(tool.content.find((b) => b.type === "tool_use")).toMatchObject({ name: "get_weather" })
+  })
+})
+
+describe("Gemini 3 thought signatures", () => {
+  it("a tool loop through the OpenAI SDK's stream sends the call's signature back; a foreign call gets the placeholder", async () => {
+    h = await start({ model: GEMINI_3 })
+    const tools = [{ type: "function" as const, function: WEATHER }]
+    const stream = await openai(h).chat.completions.create({
+      model: "flash",
+      stream: true,
+      max_tokens: 20,
+      tools,
+      messages: [{ role: "user", content: "weather in Paris?" }],
+    })
+    let id = ""
+    let args = ""
+    for await (const chunk of stream)
+      for (const call of chunk.choices[0]?.delta?.tool_calls ?? []) {
+        id += call.id ?? ""
+        args += call.function?.arguments ?? ""
+      }
+    expect(id).toContain("__thought__")
+    const answer = await openai(h).chat.completions.create({
+      model: "flash",
+      max_tokens: 4,
+      tools,
+      messages: [
+        { role: "user", content: "weather in Paris?" },
+        {
+          role: "assistant",
+          content: null,
+          tool_calls: [{ id, type: "function", function: { name: "get_weather", arguments: args } }],
+        },
+        { role: "tool", tool_call_id: id, content: '{"sky":"sunny"}' },
+      ],
+    })
+    // The fake, like Gemini 3, answers 400 when the call comes back without its signature.
+    expect(answer.choices[0]!.message.content).toBe("tok0 tok1 tok2 tok3 ")
+    const sent = upstream(h).body as { contents: Array<{ parts: Array<Record<string, unknown>> }> }
+    expect(sent.contents[1]!.parts[0]!["thoughtSignature"]).toBe(signatureFor("get_weather"))
+
+    // A history another model wrote (an OpenAI call id): Google's placeholder stands in for the signature.
+    const foreign = await openai(h).chat.completions.create({
+      model: "flash",
+      max_tokens: 2,
+      tools,
+      messages: [
+        { role: "user", content: "weather in Paris?" },
+        {
+          role: "assistant",
+          content: null,
+          tool_calls: [
+            { id: "call_abc123", type: "function", function: { name: "get_weather", arguments: "{}" } },
+          ],
+        },
+        { role: "tool", tool_call_id: "call_abc123", content: "sunny" },
+      ],
+    })
+    expect(foreign.choices[0]!.message.content).toBe("tok0 tok1 ")
+  })
+
+  it("a tool loop through the Anthropic SDK on a translating route keeps the signature in the tool_use id", async () => {
+    h = await start({ model: GEMINI_3 })
+    const tools = [
+      { name: WEATHER.name, description: WEATHER.description, input_schema: WEATHER.parameters as never },
+    ]
+    const first = await anthropic(h).messages.create({
+      model: "flash-claude",
+      max_tokens: 20,
+      tools,
+      messages: [{ role: "user", content: "weather in Paris?" }],
+    })
+    const use = first.content.find((b) => b.type === "tool_use")!
+    expect(use.type === "tool_use" && use.id).toMatch(/^[A-Za-z0-9_-]+__thought__[A-Za-z0-9_-]+$/)
+    const second = await anthropic(h).messages.create({
+      model: "flash-claude",
+      max_tokens: 3,
+      tools,
+      messages: [
+        { role: "user", content: "weather in Paris?" },
+        { role: "assistant", content: first.content },
+        {
+          role: "user",
+          content: [
+            { type: "tool_result", tool_use_id: use.type === "tool_use" ? use.id : "", content: "sunny" },
+          ],
+        },
+      ],
+    })
+    expect(second.stop_reason).toBe("max_tokens")
+    expect(second.content).toMatchObject([{ type: "text", text: "tok0 tok1 tok2 " }])
   })
 })
 

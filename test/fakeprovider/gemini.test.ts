@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { startFakeProvider } from "../../fakeprovider/server.js"
 import type { FakeProviderHandle } from "../../fakeprovider/server.js"
+import { signatureFor } from "../../fakeprovider/gemini.js"
 import { outputText } from "../../fakeprovider/tokens.js"
 import { lastRequest, messagesBody, post, readUntil, stillPending, until } from "./helpers.js"
 
@@ -194,6 +195,47 @@ describe("Gemini generateContent", () => {
       )
     ).json()) as GenerateContentResponse
     expect(answered.candidates[0]!.content.parts[0]!.text).toBe(outputText(16))
+  })
+
+  it("Gemini 3 signs its calls and refuses a history whose first call of a model turn comes back unsigned", async () => {
+    const gemini3 = "/v1beta/models/gemini-3-flash-preview:generateContent"
+    const answer = (await (
+      await geminiPost(gemini3, geminiBody({ tools: [WEATHER], generationConfig: { maxOutputTokens: 2 } }))
+    ).json()) as GenerateContentResponse
+    const part = answer.candidates[0]!.content.parts[0] as Record<string, unknown>
+    expect(part["functionCall"]).toMatchObject({ name: "get_weather" })
+    expect(part["thoughtSignature"]).toBe(signatureFor("get_weather"))
+
+    const history = (signature?: string) =>
+      geminiBody({
+        tools: [WEATHER],
+        contents: [
+          { role: "user", parts: [{ text: "weather?" }] },
+          {
+            role: "model",
+            parts: [
+              {
+                functionCall: { name: "get_weather", args: {} },
+                ...(signature !== undefined ? { thoughtSignature: signature } : {}),
+              },
+            ],
+          },
+          {
+            role: "user",
+            parts: [{ functionResponse: { name: "get_weather", response: { sky: "sunny" } } }],
+          },
+        ],
+      })
+    const unsigned = await geminiPost(gemini3, history())
+    expect(unsigned.status).toBe(400)
+    expect(await unsigned.json()).toMatchObject({
+      error: { code: 400, status: "INVALID_ARGUMENT", message: expect.stringContaining("thought_signature") },
+    })
+    expect((await geminiPost(gemini3, history("bm90IG91cnM="))).status).toBe(400)
+    expect((await geminiPost(gemini3, history(signatureFor("get_weather")))).status).toBe(200)
+    expect((await geminiPost(gemini3, history("skip_thought_signature_validator"))).status).toBe(200)
+    // Gemini 2.5 neither signs nor checks.
+    expect((await geminiPost(generatePath, history())).status).toBe(200)
   })
 
   it("thoughts:N and cached:N: thoughtsTokenCount, cachedContentTokenCount inside promptTokenCount", async () => {

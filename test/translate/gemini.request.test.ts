@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest"
 import { InvalidRequest } from "../../src/domain/errors.js"
-import { chatToGemini } from "../../src/translate/gemini/index.js"
+import { chatToGemini, requiresSignatures } from "../../src/translate/gemini/index.js"
 
 type Json = Record<string, unknown>
 
@@ -80,6 +80,36 @@ describe("chatToGemini: messages", () => {
         ],
       },
     ])
+  })
+
+  it("gives Gemini 3 the placeholder signature on the first call of each model turn that has none", () => {
+    const body = {
+      model: "m",
+      messages: [
+        user("Hi"),
+        { role: "assistant", content: null, tool_calls: [call("c1", "a", "{}"), call("c2", "b", "{}")] },
+        { role: "tool", tool_call_id: "c1", content: "1" },
+        { role: "tool", tool_call_id: "c2", content: "2" },
+        { role: "assistant", content: null, tool_calls: [call("c3__thought__c2ln", "a", "{}")] },
+        { role: "tool", tool_call_id: "c3__thought__c2ln", content: "3" },
+      ],
+    }
+    const signed = chatToGemini(body, { placeholderSignatures: true }) as {
+      contents: Array<{ parts: Array<Json> }>
+    }
+    expect(signed.contents[1]!.parts).toEqual([
+      { functionCall: { name: "a", args: {} }, thoughtSignature: "skip_thought_signature_validator" },
+      { functionCall: { name: "b", args: {} } },
+    ])
+    // A signature that came back in the id is kept, not replaced.
+    expect(signed.contents[3]!.parts).toEqual([
+      { functionCall: { name: "a", args: {} }, thoughtSignature: "sig" },
+    ])
+    const plain = ok(body) as { contents: Array<{ parts: Array<Json> }> }
+    expect(plain.contents[1]!.parts[0]).toEqual({ functionCall: { name: "a", args: {} } })
+    expect(requiresSignatures("gemini-3-pro-preview")).toBe(true)
+    expect(requiresSignatures("gemini-2.5-flash")).toBe(false)
+    expect(requiresSignatures("claude-sonnet")).toBe(false)
   })
 
   it("turns tool calls into functionCall parts and tool messages into one user turn of functionResponse parts", () => {

@@ -1,5 +1,10 @@
 import { describe, expect, it } from "vitest"
-import { geminiErrorToOpenAI, geminiToChat, geminiUsageCounts } from "../../src/translate/gemini/index.js"
+import {
+  chatToGemini,
+  geminiErrorToOpenAI,
+  geminiToChat,
+  geminiUsageCounts,
+} from "../../src/translate/gemini/index.js"
 
 type Json = Record<string, any>
 
@@ -56,6 +61,33 @@ describe("geminiToChat", () => {
         function: { name: "weather", arguments: '{"city":"Oslo"}' },
       },
       { id: "fc-9", type: "function", function: { name: "ping", arguments: "{}" } },
+    ])
+  })
+
+  it("carries a call's thoughtSignature in its id, and the request translation gives it back", () => {
+    const signature = "CqQBAdHtim/+sig=="
+    const c = choice(
+      response([{ functionCall: { id: "fc-1", name: "weather", args: {} }, thoughtSignature: signature }]),
+    )
+    const call = c["message"]["tool_calls"][0] as {
+      id: string
+      function: { name: string; arguments: string }
+    }
+    expect(call.id).toBe(`fc-1__thought__${Buffer.from(signature).toString("base64url")}`)
+    expect(call.id).toMatch(/^[A-Za-z0-9_-]+$/)
+    const next = chatToGemini({
+      model: "m",
+      messages: [
+        { role: "user", content: "weather?" },
+        { role: "assistant", content: null, tool_calls: [{ ...call, type: "function" }] },
+        { role: "tool", tool_call_id: call.id, content: "sunny" },
+      ],
+    }) as { contents: Array<{ parts: Array<Json> }> }
+    expect(next.contents[1]!.parts).toEqual([
+      { functionCall: { name: "weather", args: {} }, thoughtSignature: signature },
+    ])
+    expect(next.contents[2]!.parts).toEqual([
+      { functionResponse: { name: "weather", response: { content: "sunny" } } },
     ])
   })
 

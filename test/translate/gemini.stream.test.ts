@@ -56,7 +56,8 @@ describe("Gemini stream → Chat Completions stream", () => {
         tool_calls: [
           {
             index: 0,
-            id: expect.stringMatching(/^call_[A-Za-z0-9]{24}$/),
+            // The part's thoughtSignature ("c2ln") rides in the id, base64url: the client sends it back.
+            id: expect.stringMatching(/^call_[A-Za-z0-9]{24}__thought__YzJsbg$/),
             type: "function",
             function: { name: "weather", arguments: '{"city":"Oslo"}' },
           },

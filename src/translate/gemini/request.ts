@@ -13,6 +13,7 @@
 import type { InvalidRequest } from "../../domain/errors.js"
 import { absent, isObject, isRefusal, isString, parseArguments, refuse, type Json } from "../wire.js"
 import { generationConfig, toolConfig, tools } from "./requestParams.js"
+import { PLACEHOLDER_SIGNATURE, signatureOfId } from "./signatures.js"
 
 /** Top-level Chat fields the translation reads. */
 const TRANSLATED = new Set([
@@ -139,6 +140,9 @@ const userParts = (content: unknown, field: string): Array<Json> | InvalidReques
 
 /** The conversation built so far: the system texts, the turns, and the name of every tool call by id. */
 class Conversation {
+  /** `placeholders`: give the first call of a model turn the placeholder signature when it has none. */
+  constructor(private readonly placeholders: boolean) {}
+
   readonly system: Array<Json> = []
   readonly contents: Array<Json> = []
   private readonly calls = new Map<string, string>()
@@ -166,6 +170,8 @@ class Conversation {
       for (let k = 0; k < calls.length; k++) {
         const call = this.functionCall(calls[k], `${field}.tool_calls[${k}]`)
         if (isRefusal(call)) return call
+        if (k === 0 && this.placeholders && call["thoughtSignature"] === undefined)
+          call["thoughtSignature"] = PLACEHOLDER_SIGNATURE
         parts.push(call)
       }
     }
@@ -199,8 +205,12 @@ class Conversation {
       return refuse(`${at}.function.name`, "must be a non-empty string")
     const args = parseArguments(fn["arguments"])
     if (args === undefined) return refuse(`${at}.function.arguments`, "must be a JSON object")
-    if (isString(call["id"]) && call["id"] !== "") this.calls.set(call["id"], fn["name"])
-    return { functionCall: { name: fn["name"], args } }
+    const id = isString(call["id"]) && call["id"] !== "" ? call["id"] : undefined
+    if (id !== undefined) this.calls.set(id, fn["name"])
+    const signature = id === undefined ? undefined : signatureOfId(id)
+    const part: Json = { functionCall: { name: fn["name"], args } }
+    if (signature !== undefined) part["thoughtSignature"] = signature
+    return part
   }
 }
 
@@ -248,14 +258,29 @@ const addMessage = (
   }
 }
 
-/** The Gemini `generateContent` body of a Chat Completions request body. */
-export const chatToGemini = (body: Readonly<Record<string, unknown>>): Json | InvalidRequest => {
+/** How a request is translated for its target. */
+export interface GeminiRequestOptions {
+  /**
+   * The target model requires a thought signature on the first call of each model turn (Gemini 3): a call
+   * without one, written by another model or by the application, gets Google's placeholder. Default false.
+   */
+  readonly placeholderSignatures?: boolean
+}
+
+/**
+ * The Gemini `generateContent` body of a Chat Completions request body. A tool call whose id carries a
+ * thought signature (signatures.ts) goes back with it.
+ */
+export const chatToGemini = (
+  body: Readonly<Record<string, unknown>>,
+  options: GeminiRequestOptions = {},
+): Json | InvalidRequest => {
   const refused = refusedField(body)
   if (refused !== undefined) return refused
   const messages = body["messages"]
   if (!Array.isArray(messages) || messages.length === 0)
     return refuse("messages", "must be a non-empty array")
-  const conversation = new Conversation()
+  const conversation = new Conversation(options.placeholderSignatures === true)
   for (let i = 0; i < messages.length; i++) {
     const failed = addMessage(conversation, messages[i], `messages[${i}]`)
     if (failed !== undefined) return failed

@@ -6,6 +6,7 @@
 import type { TokenCounts } from "../../domain/usage.js"
 import { makeId, nowSeconds } from "../ids.js"
 import { chatUsage } from "../usage.js"
+import { idWithSignature } from "./signatures.js"
 import { isObject, isString, type Json } from "../wire.js"
 
 /** A count of `usageMetadata`: a non-negative integer, else 0. */
@@ -80,12 +81,15 @@ export const partText = (part: Readonly<Json>): string | undefined =>
 
 /**
  * The Chat tool call of a `functionCall` part (undefined for other parts):
- * Gemini's call id when it gives one, else a new `call_…` id.
+ * Gemini's call id when it gives one, else a new `call_…` id, carrying the
+ * part's `thoughtSignature` when it has one (signatures.ts).
  */
 export const toolCall = (part: Readonly<Json>): Json | undefined => {
   const call = part["functionCall"]
   if (part["thought"] === true || !isObject(call) || !isString(call["name"])) return undefined
-  const id = isString(call["id"]) && call["id"] !== "" ? call["id"] : makeId("call_")
+  const own = isString(call["id"]) && call["id"] !== "" ? call["id"] : makeId("call_")
+  const signature = part["thoughtSignature"]
+  const id = isString(signature) && signature !== "" ? idWithSignature(own, signature) : own
   return {
     id,
     type: "function",
