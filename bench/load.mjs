@@ -9,7 +9,7 @@
 //                   server cannot slow the sender down); latency = completion − scheduled send time, for
 //                   requests scheduled inside the measured window.
 // A response counts only when its status is 2xx, it has the `expectHeaders` (name: true for present, or the
-// exact value), and its body was read to the end and contains `expect` (streams: in their last 64 bytes,
+// exact value), and its body was read to the end and contains `expect` (streams: in their last 256 bytes,
 // so a stream cut short does not count), and, when `validate` names one of bench/lib/validate.mjs's checks,
 // its whole body passes it (else `invalid-body:REASON`). Everything else is counted in
 // `errors` by kind, warm-up included. Each request has 10 s for headers and 10 s between body chunks.
@@ -24,6 +24,8 @@ import { bodyProblem } from "./lib/validate.mjs"
 const spec = JSON.parse(process.argv[2])
 const payload = Buffer.from(spec.body)
 const expect = Buffer.from(spec.expect)
+/** How many bytes at the end of a stream must hold `expect`. */
+const TAIL = 256
 const warmupMs = spec.warmupS * 1000
 const durationMs = spec.durationS * 1000
 
@@ -108,8 +110,11 @@ const send = async () => {
       bytes += chunk.length
       events += countEvents(chunk, endsInNewline)
       endsInNewline = chunk[chunk.length - 1] === 10
+      // 256: a Bedrock stream's message_stop carries Bedrock's invocation metrics after its type.
       tail =
-        chunk.length >= 64 ? chunk.subarray(chunk.length - 64) : Buffer.concat([tail, chunk]).subarray(-64)
+        chunk.length >= TAIL
+          ? chunk.subarray(chunk.length - TAIL)
+          : Buffer.concat([tail, chunk]).subarray(-TAIL)
     }
     if (tail.indexOf(expect) === -1) {
       countError("incomplete-stream")

@@ -16,7 +16,7 @@
 // line (the last line of stdout).
 // Options (env): BENCH_DURATION_S (5), BENCH_WARMUP_S (1), BENCH_PRIME_S (6), BENCH_CONCURRENCY (64), BENCH_RPS (500),
 // BENCH_ROUNDS (1), BENCH_PAIRS (4), BENCH_PAIR_S (3), BENCH_LATENCY_PAIR_S (5), BENCH_STREAMS (1000), BENCH_API (anthropic | openai), BENCH_UPSTREAM (fake | stub), BENCH_LIMITS (1 | 0),
-// BENCH_REDIS (1 | 0), BENCH_SHARED (1 | 0: the shared-breakers row, with BENCH_REDIS), BENCH_FALLBACK (1 | 0), BENCH_TRACING (1 | 0), BENCH_RESPONSES (1 | 0), BENCH_TRANSLATED (1 | 0), BENCH_PATH_ROUNDS (2),
+// BENCH_REDIS (1 | 0), BENCH_SHARED (1 | 0: the shared-breakers row, with BENCH_REDIS), BENCH_FALLBACK (1 | 0), BENCH_TRACING (1 | 0), BENCH_RESPONSES (1 | 0), BENCH_TRANSLATED (1 | 0), BENCH_CLOUDS (1 | 0), BENCH_PATH_ROUNDS (2),
 // BENCH_TOLLGATE, BENCH_FAKEPROVIDER and BENCH_REDIS_SERVER
 // (binary paths; default bin/tollgate, bin/fakeprovider, redis-server on PATH). See bench/README.md.
 import { existsSync, rmSync } from "node:fs"
@@ -50,6 +50,7 @@ import {
   TARGETS,
 } from "./lib/report.mjs"
 import {
+  AWS_ENV,
   headerProblem,
   requestFor,
   UPSTREAM_KEY,
@@ -100,6 +101,7 @@ const readOptions = () => ({
   tracing: flag("BENCH_TRACING"),
   responses: flag("BENCH_RESPONSES"),
   translated: flag("BENCH_TRANSLATED"),
+  clouds: flag("BENCH_CLOUDS"),
   // Rounded up to an even count, like BENCH_PAIRS: the order of each group alternates from round to round.
   pathRounds: 2 * Math.ceil(Math.round(number("BENCH_PATH_ROUNDS", 2, { zero: true })) / 2),
   jsonTokens: 16,
@@ -129,7 +131,7 @@ const pathGroups =
   options.pathRounds === 0
     ? []
     : Object.entries(PATH_GROUPS)
-        .filter(([group]) => (group === "responses" ? options.responses : options.translated))
+        .filter(([group]) => options[group])
         .map(([, rows]) => rows)
 const pathRows = pathGroups.flat()
 /** The rows that are the plain proxy on another path (the same process as the main table's plain proxy). */
@@ -222,6 +224,8 @@ const startAll = async (dir) => {
       name,
       script: fakeScript,
       args: ["--listen", "127.0.0.1:0", "--scenario", scenario, "--name", name.replace(/ /g, "-")],
+      // The credentials the Bedrock row's signatures are checked against: the ones its Tollgate signs with.
+      env: AWS_ENV,
       logFile: join(dir, `${name.replace(/ /g, "-")}.log`),
       pipeStdin: options.upstream === "stub",
     })
@@ -241,7 +245,7 @@ const startAll = async (dir) => {
       script: tollgateBin,
       nodeArgs: shebangNodeArgs(tollgateBin),
       args: ["serve", "--config", config],
-      env: { [UPSTREAM_KEY_ENV]: UPSTREAM_KEY },
+      env: { [UPSTREAM_KEY_ENV]: UPSTREAM_KEY, ...AWS_ENV },
       logFile: join(dir, `${target}.log`),
     })
   }
@@ -277,6 +281,9 @@ const startAll = async (dir) => {
     tollgate_responses: () => startTollgate("tollgate_responses", {}),
     tollgate_chat: () => startTollgate("tollgate_chat", {}),
     tollgate_translated: () => startTollgate("tollgate_translated", {}),
+    tollgate_messages: () => startTollgate("tollgate_messages", {}),
+    tollgate_bedrock: () => startTollgate("tollgate_bedrock", {}),
+    tollgate_gemini: () => startTollgate("tollgate_gemini", {}),
   }
   const started = [
     ...enabled.filter((target) => target !== "direct"),

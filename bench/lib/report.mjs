@@ -30,6 +30,9 @@ export const LABELS = {
   plain_proxy_chat: "plain proxy (chat)",
   tollgate_chat: "tollgate chat",
   tollgate_translated: "tollgate translated",
+  tollgate_messages: "tollgate messages",
+  tollgate_bedrock: "tollgate bedrock",
+  tollgate_gemini: "tollgate gemini (translated)",
 }
 
 /**
@@ -39,10 +42,14 @@ export const LABELS = {
  *   responses    POST /v1/responses through route bench-gpt, and the same body through the plain proxy
  *   translated   POST /v1/chat/completions through the plain proxy, through bench-gpt (passthrough), and
  *                through bench-translated (translated to Anthropic Messages and back)
+ *   clouds       POST /v1/messages (Anthropic SDK's shape) through bench-claude (passthrough), through
+ *                bench-bedrock (a Bedrock target: SigV4, event-stream frames to SSE) and through
+ *                bench-gemini (translate: true to a Gemini target: Messages → Chat → Gemini and back)
  */
 export const PATH_GROUPS = {
   responses: ["plain_proxy_responses", "tollgate_responses"],
   translated: ["plain_proxy_chat", "tollgate_chat", "tollgate_translated"],
+  clouds: ["tollgate_messages", "tollgate_bedrock", "tollgate_gemini"],
 }
 export const PATH_TARGETS = Object.values(PATH_GROUPS).flat()
 
@@ -52,6 +59,8 @@ const PATH_COMPARISONS = [
   { name: "chatOverPlainProxy", row: "tollgate_chat", base: "plain_proxy_chat" },
   { name: "translatedOverPlainProxy", row: "tollgate_translated", base: "plain_proxy_chat" },
   { name: "translatedOverChat", row: "tollgate_translated", base: "tollgate_chat" },
+  { name: "bedrockOverMessages", row: "tollgate_bedrock", base: "tollgate_messages" },
+  { name: "geminiOverMessages", row: "tollgate_gemini", base: "tollgate_messages" },
 ]
 
 /** The measurements of a row: the fallback row has no SSE run (only JSON throughput and latency). */

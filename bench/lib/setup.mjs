@@ -18,6 +18,11 @@
 //   tollgate_translated      the `tollgate` config plus route `bench-translated` (`api: openai`,
 //                            `translate: true`) whose only target is the fake as an anthropic provider, so
 //                            Chat Completions requests go out as Anthropic Messages and come back translated
+//   tollgate_messages        the `tollgate` config, in a process of its own, sent Anthropic Messages
+//   tollgate_bedrock         the `tollgate` config plus route `bench-bedrock` whose only target is the fake
+//                            as a `bedrock` provider (SigV4 signed, the stream as event-stream frames)
+//   tollgate_gemini          the `tollgate` config plus route `bench-gemini` (`api: anthropic`,
+//                            `translate: true`) whose only target is the fake as a `gemini` provider
 //   tollgate_traced          the `tollgate` config plus tracing (#18): `telemetry` with `otlp_endpoint` the
 //                            bench's OTLP sink (bench/lib/collector.mjs) and `sample_ratio: 1.0`, so every
 //                            request makes a trace that is exported
@@ -38,6 +43,11 @@ const UPSTREAM_MODELS = { anthropic: "fake-claude", openai: "fake-gpt" }
 const PROVIDERS = { anthropic: "fake-anthropic", openai: "fake-openai" }
 /** The route of `tollgate_translated`: OpenAI clients, an Anthropic target, translated both ways. */
 const TRANSLATED_ROUTE = "bench-translated"
+/** The cloud rows' routes: Anthropic clients to a Bedrock target, and (translated) to a Gemini target. */
+const CLOUD_ROUTES = { tollgate_bedrock: "bench-bedrock", tollgate_gemini: "bench-gemini" }
+
+/** The AWS credentials the Bedrock row signs with and the fake checks (the fake's defaults). */
+export const AWS_ENV = { AWS_ACCESS_KEY_ID: "AKIDFAKE", AWS_SECRET_ACCESS_KEY: "fake-secret" }
 
 /**
  * Limits and budget of the `+limits` variants: high enough that nothing is ever refused. A run sends at
@@ -114,6 +124,29 @@ export const writeTollgateConfig = async (
       - { provider: ${PROVIDERS.anthropic}, model: ${UPSTREAM_MODELS.anthropic} }
 `
       : ""
+  const cloudRoute =
+    variant === "tollgate_bedrock"
+      ? `  ${CLOUD_ROUTES.tollgate_bedrock}:
+    api: anthropic
+    targets:
+      - { provider: fake-bedrock, model: ${UPSTREAM_MODELS.anthropic} }
+`
+      : variant === "tollgate_gemini"
+        ? `  ${CLOUD_ROUTES.tollgate_gemini}:
+    api: anthropic
+    translate: true
+    targets:
+      - { provider: fake-gemini, model: fake-gemini }
+`
+        : ""
+  const cloudProviders =
+    variant === "tollgate_bedrock"
+      ? `  fake-bedrock: { kind: bedrock, region: us-east-1, base_url: "${upstreamUrl}" }
+`
+      : variant === "tollgate_gemini"
+        ? `  fake-gemini: { kind: gemini, base_url: "${upstreamUrl}", api_key_env: ${UPSTREAM_KEY_ENV} }
+`
+        : ""
   const store = redis ? `  kind: redis\n  url: ${redisUrl}\n` : "  kind: memory\n"
   const fallbackRoutes = fallback
     ? ["anthropic", "openai"]
@@ -142,7 +175,7 @@ ${store}usage:
 ${variant === USAGE_DB_VARIANT ? `  database: { url_env: ${USAGE_DB_URL_ENV} }\n` : ""}pricing:
   file: pricing.yaml
 ${fallback ? FALLBACK_RELIABILITY : ""}${shared ? SHARED_BREAKERS : ""}${telemetry}providers:
-${providers("fake", upstreamUrl)}${fallback ? providers("failing", failingUrl) : ""}routes:
+${providers("fake", upstreamUrl)}${cloudProviders}${fallback ? providers("failing", failingUrl) : ""}routes:
   ${ROUTES.anthropic}:
     api: anthropic
     targets:
@@ -151,7 +184,7 @@ ${providers("fake", upstreamUrl)}${fallback ? providers("failing", failingUrl) :
     api: openai
     targets:
       - { provider: ${PROVIDERS.openai}, model: ${UPSTREAM_MODELS.openai} }
-${fallbackRoutes}${translatedRoute}tenants:
+${fallbackRoutes}${translatedRoute}${cloudRoute}tenants:
   bench:
     keys:
       - { id: bench, sha256: ${sha256} }
@@ -160,6 +193,7 @@ ${tenantLimits}`
   const pricing = `prices:
   - { model: ${UPSTREAM_MODELS.anthropic}, input: 3, output: 15, cache_read: 0.3, cache_write: 3.75 }
   - { model: ${UPSTREAM_MODELS.openai}, input: 2.5, output: 10, cache_read: 1.25, cache_write: 0 }
+  - { model: fake-gemini, input: 0.3, output: 2.5, cache_read: 0.03, cache_write: 0 }
 `
   const path = join(dir, `tollgate-${variant}.yaml`)
   await writeFile(path, config)
@@ -233,6 +267,9 @@ export const PATH_ROWS = {
   plain_proxy_chat: { endpoint: "chat" },
   tollgate_chat: { endpoint: "chat", route: ROUTES.openai },
   tollgate_translated: { endpoint: "chat", route: TRANSLATED_ROUTE },
+  tollgate_messages: { endpoint: "messages", route: ROUTES.anthropic },
+  tollgate_bedrock: { endpoint: "messages", route: CLOUD_ROUTES.tollgate_bedrock },
+  tollgate_gemini: { endpoint: "messages", route: CLOUD_ROUTES.tollgate_gemini },
 }
 
 /**
@@ -248,6 +285,22 @@ const pathRequestFor = ({ target, stream, jsonTokens, streamTokens }) => {
   const model = route ?? UPSTREAM_MODELS.openai
   const headers = { "content-type": "application/json", authorization: `Bearer ${key}` }
   const maxTokens = stream ? streamTokens : jsonTokens
+  if (endpoint === "messages") {
+    return {
+      path: "/v1/messages",
+      headers: { "content-type": "application/json", "anthropic-version": "2023-06-01", "x-api-key": key },
+      body: JSON.stringify({
+        model,
+        max_tokens: maxTokens,
+        messages: [{ role: "user", content: PROMPT }],
+        ...(stream ? { stream: true } : {}),
+      }),
+      stream,
+      expect: stream ? "message_stop" : '"output_tokens"',
+      expectHeaders: {},
+      validate: stream ? "message-stream" : "message",
+    }
+  }
   if (endpoint === "responses") {
     return {
       path: "/v1/responses",

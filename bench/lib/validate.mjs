@@ -10,6 +10,11 @@
 //   response-stream          SSE events whose `event:` matches its data's `type`, at least one
 //                            `response.output_text.delta` that is not empty, no `error`/`response.failed`,
 //                            and a last event `response.completed` or `response.incomplete` carrying usage
+//   message                  a JSON Anthropic `message` with a text block that is not empty, with
+//                            usage.output_tokens
+//   message-stream           SSE events whose `event:` matches its data's `type`, no `error`, at least one
+//                            non-empty `text_delta`, a `message_delta` carrying usage.output_tokens, and a last
+//                            event `message_stop`
 
 /**
  * SSE events of `text` as `{ event, data }` (data: the `data:` lines joined), in order. A block without a
@@ -85,6 +90,31 @@ const VALIDATORS = {
     const last = events.at(-1)
     if (last?.event !== "response.completed" && last?.event !== "response.incomplete") return "no-final-event"
     if (typeof parse(last.data)?.response?.usage?.output_tokens !== "number") return "no-usage"
+    return undefined
+  },
+  message: (text) => {
+    const body = parse(text)
+    if (body === undefined) return "not-json"
+    if (body.type !== "message") return "not-message"
+    if (!(body.content ?? []).some((block) => block.type === "text" && nonEmpty(block.text)))
+      return "empty-content"
+    if (typeof body.usage?.output_tokens !== "number") return "no-usage"
+    return undefined
+  },
+  "message-stream": (text) => {
+    const events = sseEvents(text)
+    let content = false
+    let usage = false
+    for (const { event, data } of events) {
+      const payload = parse(data)
+      if (payload === undefined || payload.type !== event) return "event-type-mismatch"
+      if (event === "error") return "in-band-error"
+      if (event === "content_block_delta" && nonEmpty(payload.delta?.text)) content = true
+      if (event === "message_delta" && typeof payload.usage?.output_tokens === "number") usage = true
+    }
+    if (!content) return "empty-content"
+    if (!usage) return "no-usage"
+    if (events.at(-1)?.event !== "message_stop") return "no-message-stop"
     return undefined
   },
 }

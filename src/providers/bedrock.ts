@@ -6,7 +6,6 @@
  * Anthropic error bodies and events with the statuses of the retry table.
  */
 import { EventStreamCodec } from "@smithy/eventstream-codec"
-import { Hash } from "@smithy/hash-node"
 import { HttpRequest } from "@smithy/protocol-http"
 import { SignatureV4 } from "@smithy/signature-v4"
 import { fromUtf8, toUtf8 } from "@smithy/util-utf8"
@@ -16,6 +15,7 @@ import type { ParsedRequest } from "../domain/request.js"
 import { AdaptingHandler, retyped, wholeBodyAdapter, type AdaptedHead, type BodyAdapter } from "./adapt.js"
 import { anthropicHeaders } from "./anthropic.js"
 import { removeMember, setMember } from "./patch.js"
+import { Sha256 } from "./sigv4Hash.js"
 import type { AwsCredentials } from "./ProviderClient.js"
 import type { UpstreamRequest } from "./transport.js"
 
@@ -125,7 +125,7 @@ export const makeSigner = (region: string, credentials: () => Promise<AwsCredent
         ...(expiration === undefined ? {} : { expiration }),
       }
     },
-    sha256: Hash.bind(null, "sha256"),
+    sha256: Sha256,
   })
 
 /** `upstream` with the SigV4 headers (`authorization`, `x-amz-date`, `x-amz-security-token`, `host`). */

@@ -14,6 +14,7 @@ import {
   signUpstream,
   THROTTLE_RETRY_AFTER_SECONDS,
 } from "../../src/providers/bedrock.js"
+import { Sha256 } from "../../src/providers/sigv4Hash.js"
 
 const codec = new EventStreamCodec(toUtf8, fromUtf8)
 
@@ -220,5 +221,56 @@ describe("SigV4", () => {
     }
     expect(await verify("secret-1")).toBe(auth)
     expect(await verify("secret-2")).not.toBe(auth)
+  })
+
+  it("the signer's hash gives the digests of AWS's own, for any data and key, and again with a key seen before", async () => {
+    const digest = async (
+      make: new (secret?: never) => { update(d: unknown): void; digest(): Promise<Uint8Array> },
+      secret: unknown,
+      data: unknown,
+    ) => {
+      const hash = new make(secret as never)
+      hash.update(data)
+      return Buffer.from(await hash.digest()).toString("hex")
+    }
+    const smithy = Hash.bind(null, "sha256") as never
+    const reused = new Uint8Array([1, 2, 3, 4])
+    await fc.assert(
+      fc.asyncProperty(
+        fc.oneof(fc.constant(undefined), fc.string(), fc.uint8Array({ minLength: 1 }), fc.constant(reused)),
+        fc.oneof(fc.string(), fc.uint8Array()),
+        async (secret, data) => {
+          expect(await digest(Sha256 as never, secret, data)).toBe(await digest(smithy, secret, data))
+        },
+      ),
+      { numRuns: 300 },
+    )
+  })
+
+  it("every request of a day signs right, also once the signing key is cached", async () => {
+    const signer = makeSigner("eu-west-1", () =>
+      Promise.resolve({ accessKeyId: "AKIDTEST", secretAccessKey: "secret-1" }),
+    )
+    const reference = new SignatureV4({
+      service: "bedrock",
+      region: "eu-west-1",
+      credentials: { accessKeyId: "AKIDTEST", secretAccessKey: "secret-1" },
+      sha256: Hash.bind(null, "sha256"),
+    })
+    const signingDate = new Date("2026-12-07T10:00:00Z")
+    for (const body of ['{"a":1}', '{"b":2}', "{}"]) {
+      const request = () =>
+        new HttpRequest({
+          method: "POST",
+          protocol: "https:",
+          hostname: "bedrock-runtime.eu-west-1.amazonaws.com",
+          path: "/model/m/invoke",
+          headers: { "content-type": "application/json", host: "bedrock-runtime.eu-west-1.amazonaws.com" },
+          body: Buffer.from(body),
+        })
+      const ours = await signer.sign(request(), { signingDate })
+      const theirs = await reference.sign(request(), { signingDate })
+      expect(ours.headers["authorization"]).toBe(theirs.headers["authorization"])
+    }
   })
 })
