@@ -1,15 +1,18 @@
+import Anthropic from "@anthropic-ai/sdk"
 import * as fc from "fast-check"
 import OpenAI from "openai"
 import { describe, expect, it } from "vitest"
 import { InvalidRequest } from "../../src/domain/errors.js"
 import { chatToGemini, GeminiToChatStream } from "../../src/translate/gemini/index.js"
+import { ChatToMessagesStream } from "../../src/translate/stream/chatToMessages.js"
 import { chatRequestArb } from "./requests/chat.js"
 import { chunked } from "./upstream.js"
 
 type Json = Record<string, any>
 
 /** What a Gemini stream says: parts in order, how it ends, the final usage. */
-type Part = { kind: "text"; text: string } | { kind: "call"; name: string; args: Json }
+type Part =
+  { kind: "text"; text: string } | { kind: "call"; name: string; args: Json; signature: string | undefined }
 interface GeminiScript {
   readonly events: ReadonlyArray<ReadonlyArray<Part>>
   readonly finish: string
@@ -33,8 +36,9 @@ const callPart = fc
         maxKeys: 3,
       },
     ),
+    signature: fc.option(fc.base64String({ minLength: 4, maxLength: 40 }), { nil: undefined }),
   })
-  .map(({ name, args }): Part => ({ kind: "call", name, args }))
+  .map(({ name, args, signature }): Part => ({ kind: "call", name, args, signature }))
 
 const scriptArb: fc.Arbitrary<GeminiScript> = fc
   .record({
@@ -72,7 +76,12 @@ const geminiSse = (script: GeminiScript): string => {
   const events = script.events.map((parts, i) => {
     const last = i === script.events.length - 1
     const geminiParts: Array<Json> = parts.map((p) =>
-      p.kind === "text" ? { text: p.text } : { functionCall: { name: p.name, args: p.args } },
+      p.kind === "text"
+        ? { text: p.text }
+        : {
+            functionCall: { name: p.name, args: p.args },
+            ...(p.signature !== undefined ? { thoughtSignature: p.signature } : {}),
+          },
     )
     if (i === 0) geminiParts.unshift({ text: "pondering", thought: true })
     const candidate: Json = { content: { role: "model", parts: geminiParts }, index: 0 }
@@ -93,6 +102,20 @@ const textOf = (script: GeminiScript) =>
     .join("")
 const callsOf = (script: GeminiScript) =>
   parts(script).flatMap((p) => (p.kind === "call" ? [{ name: p.name, args: p.args }] : []))
+const signaturesOf = (script: GeminiScript) =>
+  parts(script).flatMap((p) => (p.kind === "call" ? [p.signature] : []))
+
+/** The thought signature a call id carries back to Gemini, as the request translation reads it. */
+const signatureSentBack = (id: string, name: string): unknown => {
+  const body = chatToGemini({
+    messages: [
+      { role: "user", content: "hi" },
+      { role: "assistant", tool_calls: [{ id, type: "function", function: { name, arguments: "{}" } }] },
+      { role: "tool", tool_call_id: id, content: "ok" },
+    ],
+  }) as Json
+  return body["contents"][1]["parts"][0]["thoughtSignature"]
+}
 const finishOf = (script: GeminiScript) =>
   script.finish === "MAX_TOKENS"
     ? "length"
@@ -102,11 +125,16 @@ const finishOf = (script: GeminiScript) =>
         ? "tool_calls"
         : "stop"
 
-/** The translated pieces, as the translator returned them for the upstream cut at `points`. */
-const translatedPieces = (upstream: string, points: ReadonlyArray<number>): Array<Buffer> => {
-  const translator = new GeminiToChatStream("client-model")
+/** A stream translator: bytes in, bytes out (undefined when it has nothing yet). */
+interface Translator {
+  push(chunk: Buffer): Buffer | undefined
+  end(): Buffer | undefined
+}
+
+/** The pieces `translator` returns for `upstream` cut at `points`, then at its end. */
+const run = (translator: Translator, upstream: ReadonlyArray<Buffer>): Array<Buffer> => {
   const out: Array<Buffer> = []
-  for (const chunk of chunked(Buffer.from(upstream, "utf8"), points)) {
+  for (const chunk of upstream) {
     const piece = translator.push(chunk)
     if (piece !== undefined) out.push(piece)
   }
@@ -115,23 +143,25 @@ const translatedPieces = (upstream: string, points: ReadonlyArray<number>): Arra
   return out
 }
 
+/** The translated pieces, as the translator returned them for the upstream cut at `points`. */
+const translatedPieces = (upstream: string, points: ReadonlyArray<number>): Array<Buffer> =>
+  run(new GeminiToChatStream("client-model"), chunked(Buffer.from(upstream, "utf8"), points))
+
+/** A fetch whose every request is answered with `pieces` as an SSE stream. */
+const serving = (pieces: ReadonlyArray<Uint8Array>) => async (): Promise<Response> =>
+  new Response(
+    new ReadableStream<Uint8Array>({
+      start(controller) {
+        for (const piece of pieces) controller.enqueue(piece)
+        controller.close()
+      },
+    }),
+    { status: 200, headers: { "content-type": "text/event-stream" } },
+  )
+
 /** An OpenAI client whose every request is answered with `pieces` as an SSE stream. */
 const clientServing = (pieces: ReadonlyArray<Uint8Array>) =>
-  new OpenAI({
-    apiKey: "k",
-    baseURL: "http://gemini.invalid/v1",
-    maxRetries: 0,
-    fetch: async () =>
-      new Response(
-        new ReadableStream<Uint8Array>({
-          start(controller) {
-            for (const piece of pieces) controller.enqueue(piece)
-            controller.close()
-          },
-        }),
-        { status: 200, headers: { "content-type": "text/event-stream" } },
-      ),
-  })
+  new OpenAI({ apiKey: "k", baseURL: "http://gemini.invalid/v1", maxRetries: 0, fetch: serving(pieces) })
 
 describe("Gemini streams → Chat Completions streams, parsed by the OpenAI SDK", () => {
   it("yield exactly the text, tool calls, finish reason and usage of the Gemini stream", async () => {
@@ -149,10 +179,16 @@ describe("Gemini streams → Chat Completions streams, parsed by the OpenAI SDK"
         expect(choice.message.content ?? "").toBe(textOf(script))
         const calls = (choice.message.tool_calls ?? []).map((c) => {
           if (c.type !== "function") throw new Error(`unexpected tool call type ${c.type}`)
-          expect(c.id).toMatch(/^call_/)
+          expect(c.id).toMatch(/^call_[A-Za-z0-9_-]+$/)
           return { name: c.function.name, args: JSON.parse(c.function.arguments) }
         })
         expect(calls).toEqual(callsOf(script))
+        // Each call's thought signature goes back to Gemini with the id the client echoes.
+        expect(
+          (choice.message.tool_calls ?? []).map((c) =>
+            c.type === "function" ? signatureSentBack(c.id, c.function.name) : undefined,
+          ),
+        ).toEqual(signaturesOf(script))
         expect(choice.finish_reason).toBe(finishOf(script))
         expect(completion.id).toBe("chatcmpl-rid")
         const u = script.usage
@@ -162,6 +198,49 @@ describe("Gemini streams → Chat Completions streams, parsed by the OpenAI SDK"
           total_tokens: u.prompt + u.candidates + u.thoughts,
           prompt_tokens_details: { cached_tokens: u.cached },
           completion_tokens_details: { reasoning_tokens: u.thoughts },
+        })
+      }),
+      { numRuns: 60 },
+    )
+  })
+})
+
+describe("Gemini streams → Anthropic streams (a translating Messages route), parsed by the Anthropic SDK", () => {
+  const STOP: Record<string, string> = {
+    stop: "end_turn",
+    length: "max_tokens",
+    tool_calls: "tool_use",
+    content_filter: "refusal",
+  }
+  it("yield exactly the text, tool_use blocks, stop reason and usage of the Gemini stream", async () => {
+    await fc.assert(
+      fc.asyncProperty(scriptArb, fc.array(fc.nat(4000), { maxLength: 12 }), async (script, points) => {
+        // As the gateway runs it: Gemini → Chat at the transport, Chat → Messages in the translation layer.
+        const chat = translatedPieces(geminiSse(script), points)
+        const messages = run(new ChatToMessagesStream("client-model"), chat)
+        const client = new Anthropic({
+          apiKey: "k",
+          baseURL: "http://gemini.invalid",
+          maxRetries: 0,
+          fetch: serving(messages),
+        })
+        const message = await client.messages
+          .stream({ model: "client-model", max_tokens: 100, messages: [{ role: "user", content: "hi" }] })
+          .finalMessage()
+        const text = message.content.map((b) => (b.type === "text" ? b.text : "")).join("")
+        expect(text).toBe(textOf(script))
+        const uses = message.content.flatMap((b) => (b.type === "tool_use" ? [b] : []))
+        expect(uses.map((b) => ({ name: b.name, args: b.input }))).toEqual(callsOf(script))
+        for (const b of uses) expect(b.id).toMatch(/^[A-Za-z0-9_-]+$/)
+        expect(uses.map((b) => signatureSentBack(b.id, b.name))).toEqual(signaturesOf(script))
+        // As the Chat → Messages translation does: a turn that ended normally with tool calls is tool_use.
+        const stop = STOP[finishOf(script)]
+        expect(message.stop_reason).toBe(stop === "end_turn" && uses.length > 0 ? "tool_use" : stop)
+        const u = script.usage
+        expect(message.usage).toMatchObject({
+          input_tokens: u.prompt - u.cached,
+          output_tokens: u.candidates + u.thoughts,
+          cache_read_input_tokens: u.cached,
         })
       }),
       { numRuns: 60 },
