@@ -5,15 +5,14 @@
  * stream's event-stream frames become Anthropic SSE, Bedrock's exceptions
  * Anthropic error bodies and events with the statuses of the retry table.
  */
-import { EventStreamCodec } from "@smithy/eventstream-codec"
 import { HttpRequest } from "@smithy/protocol-http"
 import { SignatureV4 } from "@smithy/signature-v4"
-import { fromUtf8, toUtf8 } from "@smithy/util-utf8"
 import type { IncomingHttpHeaders } from "node:http"
 import type { Dispatcher } from "undici"
 import type { ParsedRequest } from "../domain/request.js"
 import { AdaptingHandler, retyped, wholeBodyAdapter, type AdaptedHead, type BodyAdapter } from "./adapt.js"
 import { anthropicHeaders } from "./anthropic.js"
+import { decodeEventStreamMessage } from "./eventStreamFrame.js"
 import { removeMember, setMember } from "./patch.js"
 import { Sha256 } from "./sigv4Hash.js"
 import type { AwsCredentials } from "./ProviderClient.js"
@@ -203,30 +202,18 @@ const eventTypeOf = (json: string): string | undefined => {
   }
 }
 
-const codec = new EventStreamCodec(toUtf8, fromUtf8)
-
-const headerString = (
-  headers: Record<string, { type: string; value: unknown }>,
-  name: string,
-): string | undefined => {
-  const header = headers[name]
-  return header !== undefined && typeof header.value === "string" ? header.value : undefined
-}
-
 /** The Anthropic SSE text of one decoded frame. */
-const frameToSse = (frame: Uint8Array): string => {
-  const message = codec.decode(frame)
-  const headers = message.headers as Record<string, { type: string; value: unknown }>
-  const payload = toUtf8(message.body)
-  const kind = headerString(headers, ":message-type")
+const frameToSse = (frame: Buffer): string => {
+  const message = decodeEventStreamMessage(frame)
+  const { headers } = message
+  const payload = message.body.toString("utf8")
+  const kind = headers.get(":message-type")
   if (kind === "exception" || kind === "error") {
     const exception =
-      headerString(headers, ":exception-type") ??
-      headerString(headers, ":error-code") ??
-      "internalServerException"
+      headers.get(":exception-type") ?? headers.get(":error-code") ?? "internalServerException"
     return errorEvent(streamErrorType(exception), messageOf(Buffer.from(payload, "utf8"), exception))
   }
-  if (headerString(headers, ":event-type") !== "chunk") return ""
+  if (headers.get(":event-type") !== "chunk") return ""
   let bytes: unknown
   try {
     bytes = (JSON.parse(payload) as Record<string, unknown>)["bytes"]

@@ -55,6 +55,8 @@ const start = (options: Options) =>
       server: { listen: "127.0.0.1:0" },
       usage: { file: join(dir, "usage.jsonl") },
       ...(options.timeouts === undefined ? {} : { timeouts: options.timeouts }),
+      // A budget test reserves 10 output tokens a request, so the stream passes its reservation early.
+      ...(options.budgetUsd === undefined ? {} : { reservation: { output_tokens: 10 } }),
       providers: {
         anthropic: { kind: "anthropic", base_url: urls[0], api_key_env: UPSTREAM_KEY_ENV },
         bedrock: { kind: "bedrock", region: "us-east-1", base_url: urls[1] },
@@ -246,14 +248,15 @@ describe("Bedrock targets", () => {
   })
 
   it("the budget's stream cutoff ends a Bedrock stream that would pass the limit", async () => {
-    // 5 µUSD: the estimate admits the request, and the stream passes the limit after a few tokens.
+    // 500 µUSD: the reservation (10 output tokens) is admitted, and the 400-token stream (2 s) passes the
+    // limit after some 30 tokens, when the reservation cannot be extended any more.
     h = await start({ bedrock: "tokens:400,delay:5", targets: ["bedrock"], budgetUsd: 0.000_5 })
     const response = await fetch(`${h.url}/v1/messages`, {
       method: "POST",
       headers: { "x-api-key": h.key, "content-type": "application/json" },
       body: JSON.stringify({
         model: "claude",
-        max_tokens: 10,
+        max_tokens: 4_000,
         stream: true,
         messages: [{ role: "user", content: "x" }],
       }),
@@ -264,6 +267,8 @@ describe("Bedrock targets", () => {
       /event: error\ndata: \{"type":"error","error":\{"type":"[a-z_]+","message":"[^"]*budget/i,
     )
     expect(text).not.toContain("event: message_stop")
+    // Cut mid-stream, not at its end.
+    expect((text.match(/"text_delta"/g) ?? []).length).toBeLessThan(200)
     await eventually(() => h!.records().length === 1)
     expect(h.records()[0]).toMatchObject({ provider: "bedrock", incomplete: true, error: "budget_exceeded" })
     await eventually(() => bedrockRequests(h!).recent[0]?.aborted === true, 1_000)

@@ -14,6 +14,7 @@ import {
   signUpstream,
   THROTTLE_RETRY_AFTER_SECONDS,
 } from "../../src/providers/bedrock.js"
+import { decodeEventStreamMessage } from "../../src/providers/eventStreamFrame.js"
 import { Sha256 } from "../../src/providers/sigv4Hash.js"
 
 const codec = new EventStreamCodec(toUtf8, fromUtf8)
@@ -120,6 +121,49 @@ describe("Bedrock event stream → Anthropic SSE", () => {
       expect(adapter.push(frame.subarray(0, 10))).toBeUndefined()
       expect(sseEvents([adapter.push(frame.subarray(10))])).toHaveLength(1)
     }
+  })
+})
+
+describe("event-stream message decoding", () => {
+  const headerValue = fc.oneof(
+    fc.boolean().map((value) => ({ type: "boolean" as const, value })),
+    fc.integer({ min: -128, max: 127 }).map((value) => ({ type: "byte" as const, value })),
+    fc.integer({ min: -32768, max: 32767 }).map((value) => ({ type: "short" as const, value })),
+    fc.integer().map((value) => ({ type: "integer" as const, value })),
+    fc.uint8Array({ maxLength: 20 }).map((value) => ({ type: "binary" as const, value })),
+    fc.string({ maxLength: 30 }).map((value) => ({ type: "string" as const, value })),
+    fc.date({ min: new Date(0), max: new Date(4e12), noInvalidDate: true }).map((value) => ({
+      type: "timestamp" as const,
+      value,
+    })),
+    fc.uuid().map((value) => ({ type: "uuid" as const, value })),
+  )
+  const messageArb = fc.record({
+    headers: fc.dictionary(fc.stringMatching(/^:?[a-z-]{1,12}$/), headerValue, { maxKeys: 6 }),
+    body: fc.uint8Array({ maxLength: 300 }),
+  })
+
+  it("reads every message AWS's codec writes: its string headers and its payload", () => {
+    fc.assert(
+      fc.property(messageArb, (message) => {
+        const decoded = decodeEventStreamMessage(Buffer.from(codec.encode(message as never)))
+        const strings = Object.entries(message.headers).filter(([, h]) => h.type === "string")
+        expect([...decoded.headers]).toEqual(strings.map(([name, h]) => [name, h.value]))
+        expect(Buffer.compare(decoded.body, Buffer.from(message.body))).toBe(0)
+      }),
+      { numRuns: 300 },
+    )
+  })
+
+  it("refuses a message with any one byte changed", () => {
+    fc.assert(
+      fc.property(messageArb, fc.nat(), fc.integer({ min: 1, max: 255 }), (message, at, flip) => {
+        const frame = Buffer.from(codec.encode(message as never))
+        frame[at % frame.length]! ^= flip
+        expect(() => decodeEventStreamMessage(frame)).toThrow(/checksum|length|overrun|type/)
+      }),
+      { numRuns: 300 },
+    )
   })
 })
 
