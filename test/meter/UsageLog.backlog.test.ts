@@ -2,12 +2,12 @@ import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Exit, Layer, Logger, References, Scope } from "effect"
 import { TestClock } from "effect/testing"
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import { vi } from "vitest"
 import { decodeRecord, encodeRecord } from "../../src/meter/record.js"
 import { UsageLog } from "../../src/meter/UsageLog.js"
 import { UsageBacklog } from "../../src/ops/UsageBacklog.js"
+import { tempDir } from "../support/tempDirs.js"
 import { sampleRecord } from "./fixtures.js"
 
 /**
@@ -31,7 +31,7 @@ const LINE = Buffer.byteLength(encodeRecord(sampleRecord({ request_id: "r-00000"
 /** A log whose backlog holds `records` lines of sampleRecord's size, with its counts and what it logged. */
 const open = (records: number) =>
   Effect.gen(function* () {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "tollgate-backlog-"))
+    const dir = tempDir("tollgate-backlog-")
     const file = path.join(dir, "usage.jsonl")
     const messages: Array<{ message: string; annotations: Record<string, unknown> }> = []
     const logger = Logger.make(({ message, fiber }) =>
