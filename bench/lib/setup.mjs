@@ -230,31 +230,40 @@ export const requestFor = ({ api, target, stream, jsonTokens, streamTokens }) =>
       : target.startsWith("tollgate_limits")
         ? { "ratelimit-limit": true }
         : {}
-  const body = {
+  const request = { key, model, stream, maxTokens: stream ? streamTokens : jsonTokens, expectHeaders }
+  return api === "anthropic" ? messagesRequest(request) : chatRequest(request)
+}
+
+/** The prompt body of Anthropic Messages and Chat Completions (the same fields in both). */
+const promptBody = (model, maxTokens, stream) =>
+  JSON.stringify({
     model,
-    max_tokens: stream ? streamTokens : jsonTokens,
+    max_tokens: maxTokens,
     messages: [{ role: "user", content: PROMPT }],
     ...(stream ? { stream: true } : {}),
-  }
-  if (api === "anthropic") {
-    return {
-      path: "/v1/messages",
-      headers: { "content-type": "application/json", "anthropic-version": "2023-06-01", "x-api-key": key },
-      body: JSON.stringify(body),
-      stream,
-      expect: stream ? "message_stop" : '"output_tokens"',
-      expectHeaders,
-    }
-  }
-  return {
-    path: "/v1/chat/completions",
-    headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
-    body: JSON.stringify(body),
-    stream,
-    expect: stream ? "[DONE]" : '"completion_tokens"',
-    expectHeaders,
-  }
-}
+  })
+
+/** A `POST /v1/messages`; `validate`: each whole body is checked (the API-path rows). */
+const messagesRequest = ({ key, model, stream, maxTokens, expectHeaders = {}, validate = false }) => ({
+  path: "/v1/messages",
+  headers: { "content-type": "application/json", "anthropic-version": "2023-06-01", "x-api-key": key },
+  body: promptBody(model, maxTokens, stream),
+  stream,
+  expect: stream ? "message_stop" : '"output_tokens"',
+  expectHeaders,
+  ...(validate ? { validate: stream ? "message-stream" : "message" } : {}),
+})
+
+/** A `POST /v1/chat/completions`; `validate` as for {@link messagesRequest}. */
+const chatRequest = ({ key, model, stream, maxTokens, expectHeaders = {}, validate = false }) => ({
+  path: "/v1/chat/completions",
+  headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
+  body: promptBody(model, maxTokens, stream),
+  stream,
+  expect: stream ? "[DONE]" : '"completion_tokens"',
+  expectHeaders,
+  ...(validate ? { validate: stream ? "chat-completion-stream" : "chat-completion" } : {}),
+})
 
 /**
  * The rows of the API-path phase: the endpoint each sends to and, for the Tollgate rows, the route it
@@ -283,28 +292,12 @@ const pathRequestFor = ({ target, stream, jsonTokens, streamTokens }) => {
   const { endpoint, route } = PATH_ROWS[target]
   const key = route === undefined ? UPSTREAM_KEY : CLIENT_KEY
   const model = route ?? UPSTREAM_MODELS.openai
-  const headers = { "content-type": "application/json", authorization: `Bearer ${key}` }
   const maxTokens = stream ? streamTokens : jsonTokens
-  if (endpoint === "messages") {
-    return {
-      path: "/v1/messages",
-      headers: { "content-type": "application/json", "anthropic-version": "2023-06-01", "x-api-key": key },
-      body: JSON.stringify({
-        model,
-        max_tokens: maxTokens,
-        messages: [{ role: "user", content: PROMPT }],
-        ...(stream ? { stream: true } : {}),
-      }),
-      stream,
-      expect: stream ? "message_stop" : '"output_tokens"',
-      expectHeaders: {},
-      validate: stream ? "message-stream" : "message",
-    }
-  }
+  if (endpoint === "messages") return messagesRequest({ key, model, stream, maxTokens, validate: true })
   if (endpoint === "responses") {
     return {
       path: "/v1/responses",
-      headers,
+      headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
       body: JSON.stringify({ model, input: PROMPT, max_output_tokens: maxTokens, stream }),
       stream,
       expect: stream ? '"total_tokens"' : '"output_tokens"',
@@ -312,20 +305,7 @@ const pathRequestFor = ({ target, stream, jsonTokens, streamTokens }) => {
       validate: stream ? "response-stream" : "response",
     }
   }
-  return {
-    path: "/v1/chat/completions",
-    headers,
-    body: JSON.stringify({
-      model,
-      max_tokens: maxTokens,
-      messages: [{ role: "user", content: PROMPT }],
-      ...(stream ? { stream: true } : {}),
-    }),
-    stream,
-    expect: stream ? "[DONE]" : '"completion_tokens"',
-    expectHeaders: {},
-    validate: stream ? "chat-completion-stream" : "chat-completion",
-  }
+  return chatRequest({ key, model, stream, maxTokens, validate: true })
 }
 
 /** A response header problem against `expectHeaders` (`headers` as undici gives them), or undefined. */

@@ -127,12 +127,19 @@ export const makeSigner = (region: string, credentials: () => Promise<AwsCredent
     sha256: Sha256,
   })
 
+/** The parsed origin of the last request signed (a provider's origin is the same for each of its requests). */
+let lastOrigin: { readonly origin: string; readonly url: URL } | undefined
+const originUrl = (origin: string): URL => {
+  if (lastOrigin?.origin !== origin) lastOrigin = { origin, url: new URL(origin) }
+  return lastOrigin.url
+}
+
 /** `upstream` with the SigV4 headers (`authorization`, `x-amz-date`, `x-amz-security-token`, `host`). */
 export const signUpstream = async (
   signer: SignatureV4,
   upstream: UpstreamRequest,
 ): Promise<UpstreamRequest> => {
-  const url = new URL(upstream.origin)
+  const url = originUrl(upstream.origin)
   const [path, query] = splitQuery(upstream.path)
   const headers: Record<string, string> = { ...upstream.headers, host: url.host }
   const signed = await signer.sign(
@@ -206,14 +213,14 @@ const eventTypeOf = (json: string): string | undefined => {
 const frameToSse = (frame: Buffer): string => {
   const message = decodeEventStreamMessage(frame)
   const { headers } = message
-  const payload = message.body.toString("utf8")
   const kind = headers.get(":message-type")
   if (kind === "exception" || kind === "error") {
     const exception =
       headers.get(":exception-type") ?? headers.get(":error-code") ?? "internalServerException"
-    return errorEvent(streamErrorType(exception), messageOf(Buffer.from(payload, "utf8"), exception))
+    return errorEvent(streamErrorType(exception), messageOf(message.body, exception))
   }
   if (headers.get(":event-type") !== "chunk") return ""
+  const payload = message.body.toString("utf8")
   let bytes: unknown
   try {
     bytes = (JSON.parse(payload) as Record<string, unknown>)["bytes"]

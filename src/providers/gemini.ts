@@ -15,8 +15,9 @@ import {
   geminiToChat,
   GeminiToChatStream,
   requiresSignatures,
+  withPlaceholderSignatures,
 } from "../translate/gemini/index.js"
-import { isObject } from "../translate/wire.js"
+import { isObject, type Json } from "../translate/wire.js"
 import { AdaptingHandler, retyped, wholeBodyAdapter, type AdaptedHead, type BodyAdapter } from "./adapt.js"
 import type { UpstreamRequest } from "./transport.js"
 
@@ -26,46 +27,41 @@ export const GEMINI_BASE_URL = "https://generativelanguage.googleapis.com"
 /** Largest answer or error body translated whole, bytes (as the translation layer's whole bodies). */
 const MAX_WHOLE_BODY_BYTES = 16 * 1024 * 1024
 
-/** A request's translations: for models without and with required thought signatures (made when needed). */
-interface Translations {
-  plain?: Buffer | InvalidRequest
-  signed?: Buffer | InvalidRequest
-}
-
-/** The translated bodies of each request, or why it has none: made once each (by `refuse` or `build`). */
-const translated = new WeakMap<ParsedRequest, Translations>()
-
-const translate = (request: ParsedRequest, placeholderSignatures: boolean): Buffer | InvalidRequest => {
-  let json: unknown
-  try {
-    json = JSON.parse(request.raw.toString("utf8"))
-  } catch {
-    json = undefined
-  }
-  const body = isObject(json)
-    ? chatToGemini(json, { placeholderSignatures })
-    : new InvalidRequest({ message: "the request body is not a JSON object" })
-  return body instanceof InvalidRequest ? body : Buffer.from(JSON.stringify(body), "utf8")
-}
-
 /**
- * The translated body of `request` for `model`: Gemini 3 models get the placeholder signature on calls of the
- * history that carry none (src/translate/gemini/signatures.ts); both forms refuse the same requests.
+ * A request's translation, made once (by `refuse` or the first `build`): the Gemini body, or why there is
+ * none, and its bytes as sent to models without and with required thought signatures (made when needed).
  */
-const translationOf = (request: ParsedRequest, model?: string): Buffer | InvalidRequest => {
+interface Translation {
+  readonly body: Json | InvalidRequest
+  plain?: Buffer
+  signed?: Buffer
+}
+
+const translated = new WeakMap<ParsedRequest, Translation>()
+
+const translationOf = (request: ParsedRequest): Translation => {
   let done = translated.get(request)
   if (done === undefined) {
-    done = {}
+    let json: unknown
+    try {
+      json = JSON.parse(request.raw.toString("utf8"))
+    } catch {
+      json = undefined
+    }
+    done = {
+      body: isObject(json)
+        ? chatToGemini(json)
+        : new InvalidRequest({ message: "the request body is not a JSON object" }),
+    }
     translated.set(request, done)
   }
-  if (model !== undefined && requiresSignatures(model)) return (done.signed ??= translate(request, true))
-  return (done.plain ??= translate(request, false))
+  return done
 }
 
 /** Why `request` cannot go to a Gemini target (a field it cannot translate), else undefined. */
 export const refuseGemini = (request: ParsedRequest): string | undefined => {
   if (request.endpoint !== "/v1/chat/completions") return undefined
-  const body = translationOf(request)
+  const { body } = translationOf(request)
   return body instanceof InvalidRequest ? body.message : undefined
 }
 
@@ -79,12 +75,18 @@ const geminiHeaders = (request: ParsedRequest): Record<string, string> => {
 const verbOf = (request: ParsedRequest): string =>
   request.stream ? ":streamGenerateContent?alt=sse" : ":generateContent"
 
-/** The translated body (an untranslatable request never gets here: `refuse` skipped the target). */
+/**
+ * The translated body for `model` (an untranslatable request never gets here: `refuse` skipped the target);
+ * Gemini 3 models get the placeholder signature on calls of the history that carry none (signatures.ts).
+ */
 const bodyOf = (request: ParsedRequest, model: string): Buffer => {
-  const body = translationOf(request, model)
+  const done = translationOf(request)
+  const { body } = done
   if (body instanceof InvalidRequest)
     throw new Error(`a Gemini target was given an untranslatable request: ${body.message}`)
-  return body
+  if (requiresSignatures(model))
+    return (done.signed ??= Buffer.from(JSON.stringify(withPlaceholderSignatures(body)), "utf8"))
+  return (done.plain ??= Buffer.from(JSON.stringify(body), "utf8"))
 }
 
 /** Google AI Studio: `x-goog-api-key`, `/v1beta/models/{model}:generateContent`. */

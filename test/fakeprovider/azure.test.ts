@@ -8,6 +8,7 @@ import {
   embeddingsBody,
   lastRequest,
   post,
+  postWith,
   readUntil,
   responsesBody,
   sseData,
@@ -27,11 +28,7 @@ afterAll(() => fake.close())
 beforeEach(() => fake.reset())
 
 /** POSTs to an Azure v1 path with an `api-key`. */
-const azurePost = (
-  path: string,
-  body: unknown,
-  options: { scenario?: string; signal?: AbortSignal; headers?: Record<string, string> } = {},
-) => post(fake, `/openai/v1/${path}`, body, { ...options, headers: { ...KEY, ...options.headers } })
+const azurePost = postWith(() => fake, KEY, "/openai/v1/")
 
 const contentFilterError = {
   error: {

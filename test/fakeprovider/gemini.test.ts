@@ -3,7 +3,7 @@ import { startFakeProvider } from "../../fakeprovider/server.js"
 import type { FakeProviderHandle } from "../../fakeprovider/server.js"
 import { signatureFor } from "../../fakeprovider/gemini.js"
 import { outputText } from "../../fakeprovider/tokens.js"
-import { lastRequest, messagesBody, post, readUntil, stillPending, until } from "./helpers.js"
+import { lastRequest, messagesBody, post, postWith, readUntil, stillPending, until } from "./helpers.js"
 
 const MODEL = "gemini-2.5-flash"
 const generatePath = `/v1beta/models/${MODEL}:generateContent`
@@ -52,11 +52,7 @@ beforeAll(async () => {
 afterAll(() => fake.close())
 beforeEach(() => fake.reset())
 
-const geminiPost = (
-  path: string,
-  body: unknown,
-  options: { scenario?: string; signal?: AbortSignal; headers?: Record<string, string> } = {},
-) => post(fake, path, body, { ...options, headers: { ...KEY, ...options.headers } })
+const geminiPost = postWith(() => fake, KEY)
 
 /** The SSE events of a Gemini stream: each `data: …\r\n\r\n`; throws when the framing is not CRLF. */
 const sseEvents = (text: string): Array<string> => {

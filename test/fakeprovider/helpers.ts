@@ -34,6 +34,16 @@ export const post = (
     ...(options.signal !== undefined ? { signal: options.signal } : {}),
   })
 
+/** `post` to `fake()` with `headers` (credentials) added, and `prefix` before each path. */
+export const postWith =
+  (fake: () => FakeProviderHandle, headers: Record<string, string>, prefix = "") =>
+  (
+    path: string,
+    body: unknown,
+    options: { scenario?: string; signal?: AbortSignal; headers?: Record<string, string> } = {},
+  ): Promise<Response> =>
+    post(fake(), `${prefix}${path}`, body, { ...options, headers: { ...headers, ...options.headers } })
+
 /** Polls `check` every 20 ms until it returns a value other than undefined; fails after `timeoutMs`. */
 export const until = async <A>(check: () => A | undefined, timeoutMs = 5000): Promise<A> => {
   const deadline = performance.now() + timeoutMs

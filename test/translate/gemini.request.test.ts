@@ -1,6 +1,10 @@
 import { describe, expect, it } from "vitest"
 import { InvalidRequest } from "../../src/domain/errors.js"
-import { chatToGemini, requiresSignatures } from "../../src/translate/gemini/index.js"
+import {
+  chatToGemini,
+  requiresSignatures,
+  withPlaceholderSignatures,
+} from "../../src/translate/gemini/index.js"
 
 type Json = Record<string, unknown>
 
@@ -94,7 +98,7 @@ describe("chatToGemini: messages", () => {
         { role: "tool", tool_call_id: "c3__thought__c2ln", content: "3" },
       ],
     }
-    const signed = chatToGemini(body, { placeholderSignatures: true }) as {
+    const signed = withPlaceholderSignatures(ok(body)) as {
       contents: Array<{ parts: Array<Json> }>
     }
     expect(signed.contents[1]!.parts).toEqual([

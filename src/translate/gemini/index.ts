@@ -4,8 +4,8 @@
  * and the error body the other way. Pure, synchronous functions, like the
  * rest of the translation layer.
  */
-export { chatToGemini, type GeminiRequestOptions } from "./request.js"
-export { requiresSignatures } from "./signatures.js"
+export { chatToGemini } from "./request.js"
+export { requiresSignatures, withPlaceholderSignatures } from "./signatures.js"
 export { THINKING_BUDGETS } from "./requestParams.js"
 export { geminiToChat, geminiUsageCounts } from "./response.js"
 export { GeminiToChatStream } from "./stream.js"

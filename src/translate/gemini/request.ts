@@ -13,7 +13,7 @@
 import type { InvalidRequest } from "../../domain/errors.js"
 import { absent, isObject, isRefusal, isString, parseArguments, refuse, type Json } from "../wire.js"
 import { generationConfig, toolConfig, tools } from "./requestParams.js"
-import { PLACEHOLDER_SIGNATURE, signatureOfId } from "./signatures.js"
+import { signatureOfId } from "./signatures.js"
 
 /** Top-level Chat fields the translation reads. */
 const TRANSLATED = new Set([
@@ -140,9 +140,6 @@ const userParts = (content: unknown, field: string): Array<Json> | InvalidReques
 
 /** The conversation built so far: the system texts, the turns, and the name of every tool call by id. */
 class Conversation {
-  /** `placeholders`: give the first call of a model turn the placeholder signature when it has none. */
-  constructor(private readonly placeholders: boolean) {}
-
   readonly system: Array<Json> = []
   readonly contents: Array<Json> = []
   private readonly calls = new Map<string, string>()
@@ -170,8 +167,6 @@ class Conversation {
       for (let k = 0; k < calls.length; k++) {
         const call = this.functionCall(calls[k], `${field}.tool_calls[${k}]`)
         if (isRefusal(call)) return call
-        if (k === 0 && this.placeholders && call["thoughtSignature"] === undefined)
-          call["thoughtSignature"] = PLACEHOLDER_SIGNATURE
         parts.push(call)
       }
     }
@@ -258,29 +253,17 @@ const addMessage = (
   }
 }
 
-/** How a request is translated for its target. */
-export interface GeminiRequestOptions {
-  /**
-   * The target model requires a thought signature on the first call of each model turn (Gemini 3): a call
-   * without one, written by another model or by the application, gets Google's placeholder. Default false.
-   */
-  readonly placeholderSignatures?: boolean
-}
-
 /**
  * The Gemini `generateContent` body of a Chat Completions request body. A tool call whose id carries a
  * thought signature (signatures.ts) goes back with it.
  */
-export const chatToGemini = (
-  body: Readonly<Record<string, unknown>>,
-  options: GeminiRequestOptions = {},
-): Json | InvalidRequest => {
+export const chatToGemini = (body: Readonly<Record<string, unknown>>): Json | InvalidRequest => {
   const refused = refusedField(body)
   if (refused !== undefined) return refused
   const messages = body["messages"]
   if (!Array.isArray(messages) || messages.length === 0)
     return refuse("messages", "must be a non-empty array")
-  const conversation = new Conversation(options.placeholderSignatures === true)
+  const conversation = new Conversation()
   for (let i = 0; i < messages.length; i++) {
     const failed = addMessage(conversation, messages[i], `messages[${i}]`)
     if (failed !== undefined) return failed

@@ -10,6 +10,8 @@
  * the application) gets Google's documented placeholder on Gemini 3 models.
  */
 
+import { isObject, type Json } from "../wire.js"
+
 /** Between a tool call's own id and its signature (LiteLLM's spelling, so ids move between the two). */
 const MARK = "__thought__"
 
@@ -27,6 +29,30 @@ export const signatureOfId = (id: string): string | undefined => {
   const encoded = id.slice(at + MARK.length)
   if (encoded === "" || !/^[A-Za-z0-9_-]+$/.test(encoded)) return undefined
   return Buffer.from(encoded, "base64url").toString("utf8")
+}
+
+/**
+ * `body` (a translated `generateContent` body) with Google's placeholder on the first `functionCall` part of
+ * each model turn that has no signature, for a model that requires one; `body` itself when none is missing.
+ * Only the turns it changes are copied.
+ */
+export const withPlaceholderSignatures = (body: Readonly<Json>): Json => {
+  const contents = body["contents"]
+  if (!Array.isArray(contents)) return body
+  let changed = false
+  const signed = contents.map((content: unknown) => {
+    if (!isObject(content) || content["role"] !== "model") return content
+    const parts = content["parts"]
+    if (!Array.isArray(parts)) return content
+    const first = parts.findIndex((part: unknown) => isObject(part) && part["functionCall"] !== undefined)
+    const call: unknown = parts[first]
+    if (!isObject(call) || call["thoughtSignature"] !== undefined) return content
+    changed = true
+    const copy = parts.slice()
+    copy[first] = { ...call, thoughtSignature: PLACEHOLDER_SIGNATURE }
+    return { ...content, parts: copy }
+  })
+  return changed ? { ...body, contents: signed } : body
 }
 
 /** True for the models that require a signature on the first call of each model turn (Gemini 3 and later). */
