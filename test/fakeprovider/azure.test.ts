@@ -6,14 +6,13 @@ import { outputText } from "../../fakeprovider/tokens.js"
 import {
   chatBody,
   embeddingsBody,
-  lastRequest,
   post,
   postWith,
   readUntil,
   responsesBody,
   sseData,
   stillPending,
-  until,
+  expectHangBeforeHeaders,
 } from "./helpers.js"
 
 const DEPLOYMENT = "my-gpt5-mini"
@@ -220,15 +219,9 @@ describe("Azure scenarios", () => {
   })
 
   it("hang-before-headers sends nothing until the client aborts", async () => {
-    const controller = new AbortController()
-    const pending = azurePost("responses", responsesBody(), {
-      scenario: "hang-before-headers",
-      signal: controller.signal,
-    }).catch((error: unknown) => error)
-    expect(await stillPending(pending, 300)).toBe("pending")
-    controller.abort()
-    expect(await pending).toBeInstanceOf(Error)
-    await until(() => (lastRequest(fake).aborted ? true : undefined))
+    await expectHangBeforeHeaders(fake, (signal) =>
+      azurePost("responses", responsesBody(), { scenario: "hang-before-headers", signal }),
+    )
   })
 
   it("hang-after:2-tokens streams two tokens, then waits", async () => {

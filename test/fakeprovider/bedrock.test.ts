@@ -8,7 +8,16 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { startFakeProvider } from "../../fakeprovider/server.js"
 import type { FakeProviderHandle } from "../../fakeprovider/server.js"
 import { outputText } from "../../fakeprovider/tokens.js"
-import { lastRequest, messagesBody, post, sseData, sseEvents, stillPending, until } from "./helpers.js"
+import {
+  lastRequest,
+  messagesBody,
+  post,
+  sseData,
+  sseEvents,
+  stillPending,
+  until,
+  expectHangBeforeHeaders,
+} from "./helpers.js"
 
 const MODEL = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
 const invokePath = (model = MODEL) => `/model/${encodeURIComponent(model)}/invoke`
@@ -428,15 +437,9 @@ describe("Bedrock scenarios", () => {
   })
 
   it("hang-before-headers sends nothing until the client aborts", async () => {
-    const controller = new AbortController()
-    const pending = signedPost(fake, streamPath(), bedrockBody(), {
-      scenario: "hang-before-headers",
-      signal: controller.signal,
-    }).catch((error: unknown) => error)
-    expect(await stillPending(pending, 300)).toBe("pending")
-    controller.abort()
-    expect(await pending).toBeInstanceOf(Error)
-    const entry = await until(() => (lastRequest(fake).aborted ? lastRequest(fake) : undefined))
+    const entry = await expectHangBeforeHeaders(fake, (signal) =>
+      signedPost(fake, streamPath(), bedrockBody(), { scenario: "hang-before-headers", signal }),
+    )
     expect(entry.bytes_sent).toBe(0)
   })
 

@@ -2,7 +2,14 @@ import OpenAI from "openai"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { startFakeProvider } from "../../fakeprovider/server.js"
 import type { FakeProviderHandle } from "../../fakeprovider/server.js"
-import { embeddingsBody, lastRequest, post, readUntil, stillPending, until } from "./helpers.js"
+import {
+  embeddingsBody,
+  lastRequest,
+  post,
+  readUntil,
+  stillPending,
+  expectHangBeforeHeaders,
+} from "./helpers.js"
 
 let fake: FakeProviderHandle
 
@@ -122,15 +129,9 @@ describe("scenarios on /v1/embeddings", () => {
   })
 
   it("hang-before-headers sends nothing until the client goes away", async () => {
-    const controller = new AbortController()
-    const pending = post(fake, "/v1/embeddings", embeddingsBody(), {
-      scenario: "hang-before-headers",
-      signal: controller.signal,
-    }).catch((error: unknown) => error)
-    expect(await stillPending(pending, 300)).toBe("pending")
-    controller.abort()
-    expect(await pending).toBeInstanceOf(Error)
-    await until(() => (lastRequest(fake).aborted ? true : undefined))
+    await expectHangBeforeHeaders(fake, (signal) =>
+      post(fake, "/v1/embeddings", embeddingsBody(), { scenario: "hang-before-headers", signal }),
+    )
   })
 
   it("hang-after:1-tokens sends the first embedding entry, then nothing", async () => {

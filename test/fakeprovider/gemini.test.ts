@@ -3,7 +3,16 @@ import { startFakeProvider } from "../../fakeprovider/server.js"
 import type { FakeProviderHandle } from "../../fakeprovider/server.js"
 import { signatureFor } from "../../fakeprovider/gemini.js"
 import { outputText } from "../../fakeprovider/tokens.js"
-import { lastRequest, messagesBody, post, postWith, readUntil, stillPending, until } from "./helpers.js"
+import {
+  lastRequest,
+  messagesBody,
+  post,
+  postWith,
+  readUntil,
+  stillPending,
+  until,
+  expectHangBeforeHeaders,
+} from "./helpers.js"
 
 const MODEL = "gemini-2.5-flash"
 const generatePath = `/v1beta/models/${MODEL}:generateContent`
@@ -339,15 +348,9 @@ describe("Gemini scenarios", () => {
   })
 
   it("hang-before-headers sends nothing until the client aborts", async () => {
-    const controller = new AbortController()
-    const pending = geminiPost(streamPath, geminiBody(), {
-      scenario: "hang-before-headers",
-      signal: controller.signal,
-    }).catch((error: unknown) => error)
-    expect(await stillPending(pending, 300)).toBe("pending")
-    controller.abort()
-    expect(await pending).toBeInstanceOf(Error)
-    await until(() => (lastRequest(fake).aborted ? true : undefined))
+    await expectHangBeforeHeaders(fake, (signal) =>
+      geminiPost(streamPath, geminiBody(), { scenario: "hang-before-headers", signal }),
+    )
   })
 
   it("hang-after:2-tokens streams two events, then waits", async () => {

@@ -1,4 +1,5 @@
 /** Small HTTP helpers for the fake provider tests. */
+import { expect } from "vitest"
 import type { FakeProviderHandle, FakeRequest } from "../../fakeprovider/server.js"
 
 /** A minimal Anthropic Messages body. */
@@ -43,6 +44,22 @@ export const postWith =
     options: { scenario?: string; signal?: AbortSignal; headers?: Record<string, string> } = {},
   ): Promise<Response> =>
     post(fake(), `${prefix}${path}`, body, { ...options, headers: { ...headers, ...options.headers } })
+
+/**
+ * `hang-before-headers`: the request `send(signal)` makes gets no answer for 300 ms, fails when the client
+ * aborts, and is then logged as aborted. Returns that log entry.
+ */
+export const expectHangBeforeHeaders = async (
+  fake: FakeProviderHandle,
+  send: (signal: AbortSignal) => Promise<Response>,
+): Promise<FakeRequest> => {
+  const controller = new AbortController()
+  const pending = send(controller.signal).catch((error: unknown) => error)
+  expect(await stillPending(pending, 300)).toBe("pending")
+  controller.abort()
+  expect(await pending).toBeInstanceOf(Error)
+  return until(() => (lastRequest(fake).aborted ? lastRequest(fake) : undefined))
+}
 
 /** Polls `check` every 20 ms until it returns a value other than undefined; fails after `timeoutMs`. */
 export const until = async <A>(check: () => A | undefined, timeoutMs = 5000): Promise<A> => {

@@ -13,6 +13,7 @@ import {
   sseEvents,
   stillPending,
   until,
+  expectHangBeforeHeaders,
 } from "./helpers.js"
 
 let fake: FakeProviderHandle
@@ -45,15 +46,9 @@ describe("status and hang scenarios on /v1/responses", () => {
   })
 
   it("hang-before-headers sends nothing until the client goes away", async () => {
-    const controller = new AbortController()
-    const pending = post(fake, "/v1/responses", streamBody(), {
-      scenario: "hang-before-headers",
-      signal: controller.signal,
-    }).catch((error: unknown) => error)
-    expect(await stillPending(pending, 300)).toBe("pending")
-    controller.abort()
-    expect(await pending).toBeInstanceOf(Error)
-    const entry = await until(() => (lastRequest(fake).aborted ? lastRequest(fake) : undefined))
+    const entry = await expectHangBeforeHeaders(fake, (signal) =>
+      post(fake, "/v1/responses", streamBody(), { scenario: "hang-before-headers", signal }),
+    )
     expect(entry.bytes_sent).toBe(0)
   })
 
