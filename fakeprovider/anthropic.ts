@@ -18,6 +18,9 @@ export interface MessageFacts {
   readonly hitLimit: boolean
   /** False for `no-usage`: no usage fields at all. */
   readonly usage: boolean
+  /** `cache_read_input_tokens` and `cache_creation_input_tokens` (`prompt-cache`; else 0). */
+  readonly cacheRead: number
+  readonly cacheWrite: number
 }
 
 const json = JSON.stringify
@@ -26,20 +29,24 @@ const sse = (event: string, data: string): string => `event: ${event}\ndata: ${d
 
 const stopReason = (facts: MessageFacts): string => (facts.hitLimit ? "max_tokens" : "end_turn")
 
-const usage = (input: number, output: number): string =>
-  `{"input_tokens":${input},"output_tokens":${output},"cache_creation_input_tokens":0,"cache_read_input_tokens":0}`
+const usage = (
+  input: number,
+  output: number,
+  facts: Pick<MessageFacts, "cacheRead" | "cacheWrite">,
+): string =>
+  `{"input_tokens":${input},"output_tokens":${output},"cache_creation_input_tokens":${facts.cacheWrite},"cache_read_input_tokens":${facts.cacheRead}}`
 
 /** The end of a non-stream message after its content. */
 const messageEnd = (facts: MessageFacts, stop: string): string =>
   `],"stop_reason":"${stop}","stop_sequence":null` +
-  (facts.usage ? `,"usage":${usage(facts.inputTokens, facts.outputTokens)}` : "") +
+  (facts.usage ? `,"usage":${usage(facts.inputTokens, facts.outputTokens, facts)}` : "") +
   "}"
 
 const messageHead = (facts: MessageFacts): string =>
   `{"id":${json(facts.id)},"type":"message","role":"assistant","model":${json(facts.model)},"content":[`
 
 const messageStart = (facts: MessageFacts): string => {
-  const usageField = facts.usage ? `,"usage":${usage(facts.inputTokens, 1)}` : ""
+  const usageField = facts.usage ? `,"usage":${usage(facts.inputTokens, 1, facts)}` : ""
   return sse(
     "message_start",
     `{"type":"message_start","message":{"id":${json(facts.id)},"type":"message","role":"assistant",` +

@@ -16,6 +16,7 @@ import * as Gemini from "./gemini.js"
 import * as OpenAI from "./openai.js"
 import { anthropicPlan, bedrockPlan, chatPlan, geminiPlan, randomId, responsesPlan } from "./plans.js"
 import type { PlanInput } from "./plans.js"
+import type { PromptCache } from "./promptCache.js"
 import type { Scenario, StatusError } from "./scenario.js"
 import { anthropicInputTokens, numberField } from "./tokens.js"
 
@@ -65,6 +66,8 @@ export interface EndpointRequest {
   readonly awsKeys: () => AwsKeys
   /** `Date.now()` when the request arrived. */
   readonly startedAt: number
+  /** This fake's prompt cache (the `prompt-cache` scenario). */
+  readonly promptCache: PromptCache
 }
 
 const isRecord = (value: unknown): value is Record<string, unknown> =>
@@ -294,7 +297,7 @@ const isOpenai = (endpoint: ClassicEndpoint): boolean =>
 const handleClassic = async (
   exchange: Exchange,
   endpoint: ClassicEndpoint,
-  { rawBody, scenario }: EndpointRequest,
+  { rawBody, scenario, promptCache }: EndpointRequest,
 ): Promise<void> => {
   const azure = "azure" in endpoint && endpoint.azure === true
   const format = azure ? azureFormat : isOpenai(endpoint) ? openaiFormat : anthropicFormat
@@ -321,7 +324,7 @@ const handleClassic = async (
     return exchange.respond(400, { ...format.headers(), ...jsonType }, Azure.contentFilterJson)
   if (scenario.inbandError !== undefined && !stream)
     return respondAnswer(exchange, format.typeError(scenario.inbandError))
-  const input: PlanInput = { body, rawBody, scenario, stream }
+  const input: PlanInput = { body, rawBody, scenario, stream, promptCache }
   const plan: BodyPlan =
     endpoint.kind === "chat_completions"
       ? chatPlan(input, contentFilter)
@@ -376,7 +379,7 @@ const bedrockProblem = (body: Record<string, unknown>): string | undefined => {
 const handleBedrock = async (
   exchange: Exchange,
   endpoint: Extract<Endpoint, { kind: "bedrock" }>,
-  { rawBody, bytes, scenario, awsKeys, startedAt }: EndpointRequest,
+  { rawBody, bytes, scenario, awsKeys, startedAt, promptCache }: EndpointRequest,
 ): Promise<void> => {
   const { entry } = exchange
   const denied = await Bedrock.checkSignature(
@@ -401,7 +404,7 @@ const handleBedrock = async (
   if (!stream) await exchange.sleep(scenario.delayMs)
   if (scenario.inbandError !== undefined && !stream)
     return respondAnswer(exchange, bedrockFormat.typeError(scenario.inbandError))
-  const plan = bedrockPlan({ body, rawBody, scenario, stream }, endpoint.model, startedAt)
+  const plan = bedrockPlan({ body, rawBody, scenario, stream, promptCache }, endpoint.model, startedAt)
   exchange.writeHead(200, {
     ...bedrockFormat.headers(),
     ...(stream

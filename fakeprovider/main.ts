@@ -35,7 +35,9 @@ flags (single-dash spellings such as -listen also work; --flag=value too):
                          content-filter (Azure only: 400 content_filter error; a chat
                          stream ends after 2 tokens with finish_reason content_filter),
                          thoughts:N, cached:N (Gemini only: thoughtsTokenCount N;
-                         cachedContentTokenCount N, added to promptTokenCount)
+                         cachedContentTokenCount N, added to promptTokenCount),
+                         prompt-cache (Anthropic formats: a prompt cache per fake; a turn
+                         reads the prompt this fake answered last for the conversation)
                        Bedrock answers status:N with its exception for N (429 Throttling,
                        500 InternalServer, 503 ServiceUnavailable, 424 ModelError, 400
                        Validation, 403 AccessDenied, 404 ResourceNotFound, 408 ModelTimeout,

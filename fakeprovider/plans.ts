@@ -10,6 +10,7 @@ import type { BodyPlan } from "./emit.js"
 import * as Gemini from "./gemini.js"
 import * as OpenAI from "./openai.js"
 import * as Responses from "./responses.js"
+import type { PromptCache } from "./promptCache.js"
 import type { Scenario } from "./scenario.js"
 import {
   anthropicInputTokens,
@@ -39,6 +40,8 @@ export interface PlanInput {
   readonly rawBody: string
   readonly scenario: Scenario
   readonly stream: boolean
+  /** This fake's prompt cache (`prompt-cache`). */
+  readonly promptCache?: PromptCache | undefined
 }
 
 /** The answer's output size, and the tool it calls (then at most 16 argument tokens, never "hit the limit"). */
@@ -59,10 +62,17 @@ const anthropicFacts = (
   model: string,
 ): { readonly facts: Anthropic.MessageFacts; readonly tool: string | undefined } => {
   const { output, tool } = answerShape("anthropic", input, numberField(input.body, "max_tokens"))
+  const cache =
+    input.scenario.promptCache === true && input.promptCache !== undefined
+      ? input.promptCache.turn(input.body)
+      : undefined
   const facts: Anthropic.MessageFacts = {
     id: randomId("msg_"),
     model,
-    inputTokens: anthropicInputTokens(input.body),
+    // With a prompt cache the whole prompt is read from it or written to it (a breakpoint at its end).
+    inputTokens: cache === undefined ? anthropicInputTokens(input.body) : 0,
+    cacheRead: cache?.read ?? 0,
+    cacheWrite: cache?.write ?? 0,
     outputTokens: output.tokens,
     hitLimit: output.hitLimit,
     usage: !input.scenario.noUsage,

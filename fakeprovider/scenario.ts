@@ -7,7 +7,8 @@
  * `inband-error-event:TYPE` (the same, but a Responses stream reports it as `event: error` rather than
  * `response.failed`), `content-filter` (Azure OpenAI's content filter: a 400 `content_filter` error, or a chat
  * stream cut with `finish_reason: "content_filter"`; ignored by the other formats), `thoughts:N` and `cached:N`
- * (Gemini's `usageMetadata.thoughtsTokenCount` and `cachedContentTokenCount`; ignored by the other formats).
+ * (Gemini's `usageMetadata.thoughtsTokenCount` and `cachedContentTokenCount`; ignored by the other formats),
+ * `prompt-cache` (Anthropic formats: cache reads and writes from the fake's own prompt cache, promptCache.ts).
  */
 
 /** What happens after a stream (or a non-stream JSON prefix) has sent `tokens` tokens. */
@@ -59,6 +60,11 @@ export interface Scenario {
   readonly thoughts?: number
   /** `cached:N` (Gemini only): `cachedContentTokenCount: N`, added to `promptTokenCount` as Gemini counts it. */
   readonly cached?: number
+  /**
+   * `prompt-cache` (Anthropic formats): the fake keeps a prompt cache (promptCache.ts) and reports cache reads
+   * and writes from it instead of plain input tokens.
+   */
+  readonly promptCache?: boolean
 }
 
 /** The `ok` scenario. */
@@ -116,6 +122,8 @@ const applyItem = (scenario: Scenario, item: string): Scenario => {
       return { ...scenario, noUsage: true }
     case "max-tokens":
       return { ...scenario, maxTokens: true }
+    case "prompt-cache":
+      return { ...scenario, promptCache: true }
     case "tokens":
       return { ...scenario, tokens: single() }
     case "delay":

@@ -13,6 +13,7 @@ import { Exchange } from "./exchange.js"
 import type { FakeRequest, Headers } from "./exchange.js"
 import { endpointKind, handleEndpoint, respondNotFound, respondScenarioError } from "./handlers.js"
 import type { Endpoint, FakeKind } from "./handlers.js"
+import { PromptCache } from "./promptCache.js"
 import { RequestLog } from "./requestLog.js"
 import type { FakeRequestLog } from "./requestLog.js"
 import { parseScenario, ScenarioError } from "./scenario.js"
@@ -172,6 +173,7 @@ export const startFakeProvider = async (options: FakeProviderOptions = {}): Prom
     ...(kind !== undefined ? { "x-fake-kind": kind } : {}),
   }
   const log = new RequestLog()
+  const promptCache = new PromptCache()
   const sockets = new Set<Socket>()
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
@@ -228,7 +230,14 @@ export const startFakeProvider = async (options: FakeProviderOptions = {}): Prom
         return respondScenarioError(exchange, endpoint, message)
       }
     }
-    return handleEndpoint(exchange, endpoint, { rawBody: text, bytes, scenario, awsKeys, startedAt })
+    return handleEndpoint(exchange, endpoint, {
+      rawBody: text,
+      bytes,
+      scenario,
+      awsKeys,
+      startedAt,
+      promptCache,
+    })
   }
 
   const server = createServer((req, res) => {

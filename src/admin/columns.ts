@@ -97,6 +97,8 @@ export interface Row {
   readonly cacheWrite: number
   /** micro-USD. */
   readonly cost: number
+  /** micro-USD the prompt cache saved (`cache_saved_micro_usd`). */
+  readonly saved: number
   /** The HTTP status sent to the client. */
   readonly status: number
 }
@@ -144,6 +146,7 @@ export interface Rows {
   readonly size: number
   readonly ts: Float64Array
   readonly cost: Float64Array
+  readonly saved: Float64Array
   readonly input: Uint32Array
   readonly output: Uint32Array
   readonly cacheRead: Uint32Array
@@ -155,7 +158,7 @@ export interface Rows {
 }
 
 /** Bytes of one row, in memory and in the chunk file. */
-export const ROW_BYTES = 46
+export const ROW_BYTES = 54
 
 /** First row index of `rows` whose `ts` is ≥ `ms` (`size` when none). */
 export const lowerBound = (rows: Rows, ms: number): number => {
@@ -209,6 +212,7 @@ export const viewRows = (buffer: ArrayBuffer, rows: number, capacity = rows): Ro
     size: rows,
     ts: take(Float64Array, 8),
     cost: take(Float64Array, 8),
+    saved: take(Float64Array, 8),
     input: take(Uint32Array, 4),
     output: take(Uint32Array, 4),
     cacheRead: take(Uint32Array, 4),
@@ -227,7 +231,7 @@ const httpStatus = (n: number): number => (n <= 0 ? 0 : n >= MAX_STATUS ? MAX_ST
 type Column = Float64Array | Uint32Array | Uint16Array
 
 /**
- * One chunk being filled: `capacity` rows allocated once (46 bytes each),
+ * One chunk being filled: `capacity` rows allocated once (54 bytes each),
  * `size` of them valid, sorted by `ts` unless `sorted` is false (bulk load
  * only). Reused after it has been written out (`clear`), so filling chunks
  * allocates nothing. Its columns are the `Rows` ones (this interface), set
@@ -296,6 +300,7 @@ export class Chunk implements Rows {
     return [
       this.ts,
       this.cost,
+      this.saved,
       this.input,
       this.output,
       this.cacheRead,
@@ -310,6 +315,7 @@ export class Chunk implements Rows {
   private write(i: number, row: Row): void {
     this.ts[i] = row.ts
     this.cost[i] = row.cost
+    this.saved[i] = row.saved
     this.input[i] = tokens(row.input)
     this.output[i] = tokens(row.output)
     this.cacheRead[i] = tokens(row.cacheRead)

@@ -9,7 +9,15 @@ import { Clock, Effect, Layer, Result } from "effect"
 import { UsageDatabase, type DbRow, type UsageDbError } from "../usagedb/Database.js"
 import { hourlyTable, quoteTable } from "../usagedb/table.js"
 import { UsageIndex, UsageUnavailable, type UsageIndexService } from "./UsageIndex.js"
-import { byKey, EMPTY, type GroupBy, type UsageGroup, type UsageQuery, type UsageResult } from "./query.js"
+import {
+  byKey,
+  cacheHitRatio,
+  EMPTY,
+  type GroupBy,
+  type UsageGroup,
+  type UsageQuery,
+  type UsageResult,
+} from "./query.js"
 import { seriesFrame, seriesOf, seriesSums, seriesUntil, type SeriesQuery } from "./series.js"
 
 const HOUR_MS = 3_600_000
@@ -31,6 +39,7 @@ const SUM_COLUMNS = [
   "cache_read_tokens",
   "cache_write_tokens",
   "cost_micro_usd",
+  "cache_saved_micro_usd",
 ] as const
 
 /** A number from an `int8` (bigint) or `numeric` (string) column. */
@@ -96,14 +105,20 @@ const summed = (
   )
 }
 
-const totalsOf = (row: DbRow) => ({
-  requests: num(row.requests),
-  input_tokens: num(row.input_tokens),
-  output_tokens: num(row.output_tokens),
-  cache_read_tokens: num(row.cache_read_tokens),
-  cache_write_tokens: num(row.cache_write_tokens),
-  cost_micro_usd: num(row.cost_micro_usd),
-})
+const totalsOf = (row: DbRow) => {
+  const totals = {
+    requests: num(row.requests),
+    input_tokens: num(row.input_tokens),
+    output_tokens: num(row.output_tokens),
+    cache_read_tokens: num(row.cache_read_tokens),
+    cache_write_tokens: num(row.cache_write_tokens),
+    cost_micro_usd: num(row.cost_micro_usd),
+    cache_saved_micro_usd: num(row.cache_saved_micro_usd),
+    cache_hit_ratio: 0,
+  }
+  totals.cache_hit_ratio = cacheHitRatio(totals)
+  return totals
+}
 
 /** The usage index over the database's table and its hourly totals. */
 export const make = (db: UsageDatabase["Service"]): UsageIndexService => {
@@ -130,7 +145,9 @@ export const make = (db: UsageDatabase["Service"]): UsageIndexService => {
         totals.cache_read_tokens += g.cache_read_tokens
         totals.cache_write_tokens += g.cache_write_tokens
         totals.cost_micro_usd += g.cost_micro_usd
+        totals.cache_saved_micro_usd += g.cache_saved_micro_usd
       }
+      totals.cache_hit_ratio = cacheHitRatio(totals)
       return { totals, groups: q.groupBy === undefined ? undefined : groups.sort(byKey) }
     })
   }

@@ -32,6 +32,7 @@ export const toRow = (tables: Tables, record: UsageRecord): Row | undefined => {
     cacheRead: record.cache_read_tokens,
     cacheWrite: record.cache_write_tokens,
     cost: record.cost_micro_usd,
+    saved: record.cache_saved_micro_usd,
     status: record.status,
   }
 }

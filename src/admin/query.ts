@@ -38,6 +38,18 @@ export interface UsageTotals {
   readonly cache_read_tokens: number
   readonly cache_write_tokens: number
   readonly cost_micro_usd: number
+  /** micro-USD the prompt cache saved (Σ of the records' `cache_saved_micro_usd`, ADR 0073). */
+  readonly cache_saved_micro_usd: number
+  /** cache_read / (input + cache_read + cache_write) tokens, 4 decimals; 0 without prompt tokens. */
+  readonly cache_hit_ratio: number
+}
+
+/** The cache-hit ratio of some totals: cache reads over all prompt tokens, to 4 decimals (0 when none). */
+export const cacheHitRatio = (
+  t: Pick<UsageTotals, "input_tokens" | "cache_read_tokens" | "cache_write_tokens">,
+): number => {
+  const prompt = t.input_tokens + t.cache_read_tokens + t.cache_write_tokens
+  return prompt === 0 ? 0 : Math.round((t.cache_read_tokens / prompt) * 10_000) / 10_000
 }
 
 /**
@@ -63,16 +75,21 @@ class Sum {
   cacheRead = 0
   cacheWrite = 0
   cost = 0
+  saved = 0
 
   totals(): UsageTotals {
-    return {
+    const totals = {
       requests: this.requests,
       input_tokens: this.input,
       output_tokens: this.output,
       cache_read_tokens: this.cacheRead,
       cache_write_tokens: this.cacheWrite,
       cost_micro_usd: this.cost,
+      cache_saved_micro_usd: this.saved,
+      cache_hit_ratio: 0,
     }
+    totals.cache_hit_ratio = cacheHitRatio(totals)
+    return totals
   }
 }
 
@@ -149,7 +166,7 @@ export const startQuery = (tables: Tables, query: UsageQuery): QueryRun => {
     const from = query.since === undefined ? 0 : lowerBound(rows, query.since)
     const to = query.until === undefined ? rows.size : lowerBound(rows, query.until)
     const keys = day ? rows.ts : by === undefined ? undefined : rows[by.column]
-    const { key: rowKeys, input, output, cacheRead, cacheWrite, cost } = rows
+    const { key: rowKeys, input, output, cacheRead, cacheWrite, cost, saved } = rows
     const add = (sum: Sum, i: number): void => {
       sum.requests++
       sum.input += input[i]!
@@ -157,6 +174,7 @@ export const startQuery = (tables: Tables, query: UsageQuery): QueryRun => {
       sum.cacheRead += cacheRead[i]!
       sum.cacheWrite += cacheWrite[i]!
       sum.cost += cost[i]!
+      sum.saved += saved[i]!
     }
     for (let i = from; i < to; i++) {
       if (tenantKeys !== undefined && tenantKeys[rowKeys[i]!] !== 1) continue

@@ -35,7 +35,10 @@ export const targetApi = (kind: ProviderKind, model: string): ApiFormat =>
       : "openai"
 
 /** What the route checks read of a route: a decoded route, or the salvaged part of a broken one. */
-export type RouteView = Pick<RouteConfig, "name" | "api" | "translate" | "targets">
+export interface RouteView extends Pick<RouteConfig, "name" | "api" | "translate"> {
+  /** Resolved targets in file order; `undefined` where an entry could not be resolved (its problem is known). */
+  readonly targets: ReadonlyArray<RouteConfig["targets"][number] | undefined>
+}
 
 /** What the route checks read of a provider. */
 export type ProviderView = Pick<ProviderConfig, "name" | "kind">
@@ -64,10 +67,12 @@ export const checkRoutes = (
       problems.push(`${path}: must have 1 to ${maxTargets} targets, has ${count}`)
     }
     route.targets.forEach((target, index) => {
+      if (target === undefined) return
       const path = formatPath(["routes", route.name, "targets", index, "provider"])
       const provider = providers.get(target.provider)
       if (provider === undefined) {
-        if (!providerNames.has(target.provider))
+        // An alias's unknown provider is its own problem (`aliases.NAME.provider`).
+        if (!providerNames.has(target.provider) && target.alias === undefined)
           problems.push(`${path}: unknown provider "${target.provider}"`)
       } else if (!route.translate && targetApi(provider.kind, target.model) !== route.api) {
         const allowed = kindsForApi[route.api].join(", ")

@@ -18,7 +18,17 @@ import {
   readEnv,
 } from "./checks.js"
 import { decodeNamed, salvageProvider, salvageRoute, salvageTenant, viewsOf } from "./entries.js"
-import type { PriceEntry, ProviderConfig, RouteConfig, TenantConfig, TollgateConfig } from "./model.js"
+import type { RouteView } from "./checks.js"
+import type {
+  PriceEntry,
+  ProviderConfig,
+  RouteConfig,
+  RouteStrategy,
+  TargetConfig,
+  TenantConfig,
+  TollgateConfig,
+} from "./model.js"
+import { resolveTargets } from "./targets.js"
 import { decodePriceTable } from "./pricing.js"
 import { ConfigInvalid, formatPath, parseErrorProblems } from "./problems.js"
 import * as S from "./schema.js"
@@ -65,6 +75,7 @@ const topLevelKeys = [
   "sessions",
   "telemetry",
   "providers",
+  "aliases",
   "routes",
   "tenants",
 ] as const
@@ -116,17 +127,40 @@ export const decodeConfig = Effect.fn("Config.decode")(function* (raw: unknown, 
   const sessions = section("sessions", S.SessionsSection)
   const telemetry = section("telemetry", S.TelemetrySection)
   const providerFiles = decodeNamed("providers", root.providers, S.Provider, salvageProvider, problems)
+  const aliasFiles = decodeNamed("aliases", root.aliases, S.Alias, () => undefined, problems)
   const routeFiles = decodeNamed("routes", root.routes, S.Route, salvageRoute, problems)
   const tenantFiles = decodeNamed("tenants", root.tenants, S.Tenant, salvageTenant, problems)
 
   const providers = mapValues(providerFiles.decoded, toProvider)
-  const routes = mapValues(routeFiles.decoded, (name, route): RouteConfig => ({
+  /** Targets resolved against `aliases:` (ADR 0073), per route, failed entries `undefined`. */
+  const resolved = new Map<string, Array<TargetConfig | undefined>>()
+  const resolve = (name: string, strategy: RouteStrategy, files: ReadonlyArray<S.TargetFile>) => {
+    const targets = resolveTargets(name, strategy, files, aliasFiles.decoded, aliasFiles.names, problems)
+    resolved.set(name, targets)
+    return targets
+  }
+  const routes = mapValues(routeFiles.decoded, (name, route): RouteConfig => {
+    const strategy = route.strategy ?? "ordered"
+    return {
+      name,
+      api: route.api,
+      translate: route.translate ?? false,
+      retry: { ...retry, maxAttempts: route.retry?.maxAttempts ?? retry.maxAttempts },
+      timeouts: { ...timeouts, ...route.timeouts },
+      targets: resolve(name, strategy, route.targets).filter((t) => t !== undefined),
+      strategy,
+      sticky: route.sticky ?? false,
+    }
+  })
+  const salvagedRoutes = mapValues(routeFiles.salvaged, (name, route): RouteView => ({
     name,
     api: route.api,
-    translate: route.translate ?? false,
-    retry: { ...retry, maxAttempts: route.retry?.maxAttempts ?? retry.maxAttempts },
-    timeouts: { ...timeouts, ...route.timeouts },
-    targets: route.targets,
+    translate: route.translate,
+    targets: resolve(name, route.strategy, route.targets),
+  }))
+  const aliases = mapValues(aliasFiles.decoded, (_name, alias) => ({
+    provider: alias.provider,
+    model: alias.model,
   }))
   const tenants = mapValues(tenantFiles.decoded, toTenant)
   if (store.kind === "redis" && store.cluster && !/^\/?0?$/.test(new URL(store.url).pathname))
@@ -179,11 +213,19 @@ export const decodeConfig = Effect.fn("Config.decode")(function* (raw: unknown, 
   const tenantViews = viewsOf(tenantFiles.names, tenants, tenantFiles.salvaged)
   problems.push(
     ...checkRoutes(
-      viewsOf(routeFiles.names, routes, routeFiles.salvaged).values(),
+      viewsOf(
+        routeFiles.names,
+        mapValues(routes, (name, route): RouteView => ({ ...route, targets: resolved.get(name)! })),
+        salvagedRoutes,
+      ).values(),
       providerViews,
       providerFiles.names,
     ),
   )
+  for (const [name, alias] of aliasFiles.decoded) {
+    if (!providerFiles.names.has(alias.provider))
+      problems.push(`${formatPath(["aliases", name, "provider"])}: unknown provider "${alias.provider}"`)
+  }
   problems.push(...checkTenants(tenantViews.values(), routeFiles.names))
   problems.push(...checkKeyHashes(tenantViews.values()))
   if (prices !== undefined)
@@ -237,6 +279,7 @@ export const decodeConfig = Effect.fn("Config.decode")(function* (raw: unknown, 
       sampleRatio: telemetry.sampleRatio,
     },
     providers,
+    aliases,
     routes,
     tenants,
     prices,

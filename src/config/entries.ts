@@ -81,15 +81,31 @@ export const salvageProvider = (name: string, entry: unknown): ProviderView | un
 const RouteTargetsOnly = Schema.Struct({
   api: S.Route.fields.api,
   translate: S.Route.fields.translate,
+  strategy: S.Route.fields.strategy,
   targets: S.Route.fields.targets,
 })
 
+/** What can be read of a route entry that failed: its api, strategy and targets as written (unresolved). */
+export interface RouteSalvage {
+  readonly name: string
+  readonly api: RouteView["api"]
+  readonly translate: boolean
+  readonly strategy: "ordered" | "weighted"
+  readonly targets: ReadonlyArray<S.TargetFile>
+}
+
 /** The api and targets of a route entry that failed, if both are valid. */
-export const salvageRoute = (name: string, entry: unknown): RouteView | undefined => {
+export const salvageRoute = (name: string, entry: unknown): RouteSalvage | undefined => {
   const found = decodeLenient(RouteTargetsOnly, entry)
   return found === undefined
     ? undefined
-    : { name, api: found.api, translate: found.translate ?? false, targets: found.targets }
+    : {
+        name,
+        api: found.api,
+        translate: found.translate ?? false,
+        strategy: found.strategy ?? "ordered",
+        targets: found.targets,
+      }
 }
 
 const TenantRoutesOnly = Schema.Struct({ routes: S.Tenant.fields.routes })

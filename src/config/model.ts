@@ -143,7 +143,14 @@ export type ProviderConfig =
 export interface TargetConfig {
   readonly provider: string
   readonly model: string
+  /** A weighted route's share of first picks (0: a fallback only; 0 on an ordered route). */
+  readonly weight: number
+  /** The `aliases:` entry the target was named by, if any. */
+  readonly alias: string | undefined
 }
+
+/** `routes.NAME.strategy` (ADR 0073). */
+export type RouteStrategy = "ordered" | "weighted"
 
 export interface RouteConfig {
   /** The route name is the `model` clients send. */
@@ -159,8 +166,12 @@ export interface RouteConfig {
   readonly retry: RetryConfig
   /** Global `timeouts` with the route's overrides applied. */
   readonly timeouts: TimeoutsConfig
-  /** 1..10, tried in order. */
+  /** 1..10: tried in order, or with `weighted` the first one picked by weight and the rest in order. */
   readonly targets: ReadonlyArray<TargetConfig>
+  /** Default `ordered`. */
+  readonly strategy: RouteStrategy
+  /** `sticky: true`: a session stays on the target that served its last request while it is available. */
+  readonly sticky: boolean
 }
 
 /** `tenants.NAME.limits.queue` (ADR 0057). */
@@ -274,6 +285,8 @@ export interface TollgateConfig {
   }
   readonly telemetry: TelemetryConfig
   readonly providers: ReadonlyMap<string, ProviderConfig>
+  /** `aliases:` — named targets routes may use by name (resolved into the routes' targets). */
+  readonly aliases: ReadonlyMap<string, { readonly provider: string; readonly model: string }>
   readonly routes: ReadonlyMap<string, RouteConfig>
   readonly tenants: ReadonlyMap<string, TenantConfig>
   readonly prices: ReadonlyArray<PriceEntry>

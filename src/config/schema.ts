@@ -273,8 +273,28 @@ export const Provider = discriminated("kind", "provider kind", {
   }).pipe(Schema.encodeKeys({ baseUrl: "base_url", apiKeyEnv: "api_key_env" })),
 })
 
-/** One entry of a route's `targets:`. */
-export const Target = Schema.Struct({ provider: Name, model: Name }).annotate({
+/** A target's share of a weighted route's first picks: an integer 0..1,000,000 (0: a fallback only). */
+export const Weight = says(
+  "must be an integer from 0 to 1000000",
+  Schema.Int.check(Schema.isGreaterThanOrEqualTo(0), Schema.isLessThanOrEqualTo(1_000_000)),
+)
+
+/**
+ * One entry of a route's `targets:`: `provider` and `model`, or `alias` (an
+ * entry of `aliases:`), optionally with a `weight` (ADR 0073). Which of them
+ * must be present is checked by `decode.ts`, where aliases are resolved.
+ */
+export const Target = Schema.Struct({
+  provider: Schema.optionalKey(Name),
+  model: Schema.optionalKey(Name),
+  alias: Schema.optionalKey(Name),
+  weight: Schema.optionalKey(Weight),
+}).annotate({
+  message: "must be a mapping",
+})
+
+/** One entry of `aliases:` (without its name): the target every route naming the alias uses. */
+export const Alias = Schema.Struct({ provider: Name, model: Name }).annotate({
   message: "must be a mapping",
 })
 
@@ -282,6 +302,12 @@ export const Target = Schema.Struct({ provider: Name, model: Name }).annotate({
 export const Route = Schema.Struct({
   api: says('must be "anthropic" or "openai"', Schema.Literals(["anthropic", "openai"])),
   translate: Schema.optionalKey(says("must be true or false", Schema.Boolean)),
+  /** `ordered` (default): targets in order; `weighted`: the first pick by `weight`, then the rest in order. */
+  strategy: Schema.optionalKey(
+    says('must be "ordered" or "weighted"', Schema.Literals(["ordered", "weighted"])),
+  ),
+  /** A session's requests go to the target that served its last one while that target is available. */
+  sticky: Schema.optionalKey(says("must be true or false", Schema.Boolean)),
   retry: Schema.optionalKey(RetryOverride),
   timeouts: Schema.optionalKey(TimeoutsOverride),
   targets: Schema.Array(Target).annotate(list("targets")),
@@ -359,3 +385,5 @@ export const Tenant = Schema.Struct({
 export type ProviderFile = typeof Provider.Type
 export type RouteFile = typeof Route.Type
 export type TenantFile = typeof Tenant.Type
+export type TargetFile = typeof Target.Type
+export type AliasFile = typeof Alias.Type

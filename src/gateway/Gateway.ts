@@ -1,4 +1,4 @@
-import { Context, Deferred, Duration, Effect, Exit, Fiber, Layer, Option } from "effect"
+import { Context, Deferred, Duration, Effect, Exit, Fiber, Layer, Option, Random } from "effect"
 import { randomUUID } from "node:crypto"
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http"
 import { LiveConfig } from "../config/LiveConfig.js"
@@ -101,6 +101,7 @@ export const layer = Layer.effect(
       openRequests: yield* OpenRequests,
       meters: yield* Meter,
       usageBacklog: yield* UsageBacklog,
+      random: yield* Random.Random,
     }
     /** What a request uses from its start to its end, for one configuration (a reload makes the next, ADR 0052). */
     const snapshotOf = (next: TollgateConfig, clients: ProviderView): Snapshot => ({

@@ -24,6 +24,8 @@ export interface Chosen {
   readonly target: TargetConfig
   /** What the attempt holds: `hold.report(outcome)` reports its result to the breaker (once). */
   readonly hold: AttemptHold
+  /** A response the rules serve (a 2xx with content), not an error sent on unchanged. */
+  readonly served: boolean
 }
 
 /**
@@ -78,6 +80,8 @@ export const makeAttempts = (deps: AttemptDeps) => {
     /** The request: its tenant's failures feed its own breakers (ADR 0048); its trace gets a span per attempt. */
     info: RequestInfo,
     translations?: Translations | undefined,
+    /** The order to try the targets in (routing.ts); default the route's. */
+    order: ReadonlyArray<TargetConfig> = route.targets,
   ) {
     const tenant = info.principal.tenant.name
     const trace = info.trace
@@ -88,11 +92,17 @@ export const makeAttempts = (deps: AttemptDeps) => {
     let blockedUntil = Number.POSITIVE_INFINITY
     /** A failed attempt's response, kept unread until Tollgate knows whether another attempt follows. */
     let held: { readonly chosen: Chosen; readonly scope: Scope.Closeable } | undefined
-    targets: for (const target of route.targets) {
+    const first = order[0]
+    const outcome = (o: TargetOutcome) => {
+      outcomes.push(o)
+      if (tally.firstReason === undefined && o.provider === first?.provider && o.model === first.model)
+        tally.firstReason = o.reason
+    }
+    targets: for (const target of order) {
       const client = targetClient(providers, target)
       const upstream = requestFor(client, request, translations)
       if (typeof upstream === "string") {
-        outcomes.push({ ...target, outcome: "skipped", reason: upstream })
+        outcome({ provider: target.provider, model: target.model, outcome: "skipped", reason: upstream })
         continue
       }
       let triesHere = 0
@@ -114,7 +124,12 @@ export const makeAttempts = (deps: AttemptDeps) => {
           : acquired
         if (permit._tag === "Blocked") {
           yield* Scope.close(scope, Exit.void)
-          outcomes.push({ ...target, outcome: "skipped", reason: permit.reason })
+          outcome({
+            provider: target.provider,
+            model: target.model,
+            outcome: "skipped",
+            reason: permit.reason,
+          })
           trace?.breakerSkip(target, permit.reason)
           blocked++
           blockedUntil = Math.min(blockedUntil, permit.until)
@@ -125,7 +140,12 @@ export const makeAttempts = (deps: AttemptDeps) => {
           telemetry.retryBudgetRefused()
           trace?.retryBudgetRefused(target)
           yield* Scope.close(scope, Exit.void)
-          outcomes.push({ ...target, outcome: "skipped", reason: "retry_budget_exhausted" })
+          outcome({
+            provider: target.provider,
+            model: target.model,
+            outcome: "skipped",
+            reason: "retry_budget_exhausted",
+          })
           break targets
         }
         if (held !== undefined) {
@@ -153,14 +173,20 @@ export const makeAttempts = (deps: AttemptDeps) => {
           hold.report("failure")
           trace?.attemptFailed(result.reason, result.detail)
           yield* Scope.close(scope, Exit.void)
-          outcomes.push({ ...target, outcome: "failed", reason: result.reason, cause: result.detail })
+          outcome({
+            provider: target.provider,
+            model: target.model,
+            outcome: "failed",
+            reason: result.reason,
+            cause: result.detail,
+          })
           continue targets
         }
         const { rule, reason, errorType } = ruleFor(result)
         trace?.attemptResponded(result.call.status)
         telemetry.attempt(target.provider, target.model, rule.outcome, waited)
-        const chosen: Chosen = { response: result, target, hold }
-        if (rule.decision === "serve") return chosen
+        if (rule.decision === "serve") return { response: result, target, hold, served: true }
+        const chosen: Chosen = { response: result, target, hold, served: false }
         if (rule.decision === "return") {
           // Sent on unchanged, as an upstream error: its breaker learns nothing from how the relay goes.
           hold.report("neutral")
@@ -173,7 +199,7 @@ export const makeAttempts = (deps: AttemptDeps) => {
           if (ms !== undefined && ms > 0)
             breakers.cooldown(target.provider, target.model, client.region, now + ms)
         }
-        outcomes.push({ ...target, outcome: "failed", reason })
+        outcome({ provider: target.provider, model: target.model, outcome: "failed", reason })
         trace?.attemptDiscarded(errorType, reason)
         held = { chosen, scope }
         if (rule.decision === "retry_same" && triesHere < 2) continue

@@ -1,7 +1,7 @@
 import { hasHardBudget } from "../limits/admission.js"
 import type { UsageBacklogCounts } from "../ops/UsageBacklog.js"
 import { UsageLogFull } from "../domain/errors.js"
-import { Cause, Effect, Exit, Option } from "effect"
+import { Cause, Effect, Exit, Option, type Random } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import type { RouteConfig, TollgateConfig } from "../config/model.js"
 import {
@@ -17,7 +17,7 @@ import {
 } from "../domain/errors.js"
 import type { ParsedRequest } from "../domain/request.js"
 import type { Limits } from "../limits/Limits.js"
-import type { ResponseOwner } from "../limits/Store.js"
+import { sessionTargetLabel, type ResponseOwner } from "../limits/Store.js"
 import type { Meter } from "../meter/Meter.js"
 import type { UsageLog } from "../meter/UsageLog.js"
 import { logRequestLine } from "../ops/logger.js"
@@ -29,6 +29,7 @@ import type { Deadlines } from "../reliability/Deadlines.js"
 import type { RetryBudget } from "../reliability/RetryBudget.js"
 import { makePriceBook, overspendExcess, planAdmission } from "./admission.js"
 import { makeAttempts } from "./attempts.js"
+import { pickWeighted, routePlan } from "./routing.js"
 import { parseRequest } from "./parse.js"
 import { writeError } from "./respond.js"
 import { translationsFor, untranslatable } from "./translation.js"
@@ -57,6 +58,8 @@ export interface PipelineDeps {
   readonly meters: Meter["Service"]
   /** The usage records held in memory while the usage file refuses writes (ADR 0070). */
   readonly usageBacklog: Readonly<UsageBacklogCounts>
+  /** Weighted routes' picks (the layer's `Random`: seeded in tests). */
+  readonly random: Random.Random
 }
 
 /** Why a request ended early: the drain ended it (`shutdown`), or the client went away. */
@@ -74,7 +77,7 @@ export interface Interruption {
  * is queued, and the response ends once the record is in the file.
  */
 export const makePipeline = (deps: PipelineDeps) => {
-  const { config, providers, deadlines, usageLog, limits, telemetry, openRequests } = deps
+  const { config, providers, deadlines, usageLog, limits, telemetry, openRequests, random } = deps
   const price = makePriceBook(config)
   const attempts = makeAttempts(deps)
   const serve = makeServe({ deadlines, meters: deps.meters, limits, telemetry, price })
@@ -212,7 +215,40 @@ export const makePipeline = (deps: PipelineDeps) => {
       const owner = yield* limits.responseOwner(request.previousResponseId)
       if (owner !== undefined) route = yield* ownersTargets(route, tenant.name, owner)
     }
-    const chosen = yield* attempts(progress.tally, request, route, info, progress.translations)
+    // Weighted and sticky routes choose their order (ADR 0073); a request narrowed above keeps its targets.
+    let order = route.targets
+    if (route === progress.route && (route.sticky || route.strategy === "weighted")) {
+      const plan = routePlan(route)
+      let first = -1
+      const session = p.sessionId
+      if (route.sticky && session !== undefined) {
+        const key = { tenant: tenant.name, route: route.name, session }
+        const remembered = yield* limits.sessionTarget(key)
+        progress.sticky = { key, remembered, moved: undefined }
+        if (remembered !== undefined) first = plan.byId.get(remembered) ?? -1
+      }
+      if (first < 0) first = route.strategy === "weighted" ? pickWeighted(plan, random.nextDoubleUnsafe()) : 0
+      order = plan.orders[first]!
+    }
+    const chosen = yield* attempts(progress.tally, request, route, info, progress.translations, order)
+    const sticky = progress.sticky
+    if (sticky !== undefined && chosen.served) {
+      const id = routePlan(route).idOf.get(chosen.target)!
+      if (id !== sticky.remembered) {
+        if (sticky.remembered !== undefined) {
+          const moved = {
+            from: sessionTargetLabel(sticky.remembered),
+            reason: routePlan(route).byId.has(sticky.remembered)
+              ? (progress.tally.firstReason ?? "unknown")
+              : "not_a_target",
+          }
+          sticky.moved = moved
+          telemetry.sessionMoved(route.name, chosen.target.provider, chosen.target.model)
+          info.trace?.sessionMoved(moved.from, chosen.target, moved.reason)
+        }
+        yield* limits.rememberSessionTarget(sticky.key, id)
+      }
+    }
     // Returned to run after this generator has ended: its frame (everything above) is not held for as long as
     // the response streams. (serve reports the relay's outcome to the attempt's breaker.)
     return serve(info, progress, chosen, res)

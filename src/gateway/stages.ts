@@ -4,7 +4,8 @@ import type { ApiFormat, Endpoint } from "../domain/endpoint.js"
 import { recordBudgetName, type BudgetName } from "../domain/errors.js"
 import type { ParsedRequest } from "../domain/request.js"
 import type { Admission } from "../limits/Limits.js"
-import { costMicroUsd } from "../meter/cost.js"
+import type { SessionTargetKey } from "../limits/Store.js"
+import { cacheSavedMicroUsd, costMicroUsd } from "../meter/cost.js"
 import type { UsageRecord } from "../meter/record.js"
 import type { StreamMeter } from "../meter/stream.js"
 import { makeUsageAcc, type UsageAcc } from "../meter/usage.js"
@@ -45,6 +46,8 @@ export interface AttemptTally {
   endpoint: Endpoint | undefined
   /** ms spent waiting for upstream attempts before the commit (the `upstream` part of server-timing). */
   upstreamMs: number
+  /** Why the first target in the request's order did not serve it (an outcome's reason), once known. */
+  firstReason: string | undefined
 }
 
 export const makeTally = (): AttemptTally => ({
@@ -52,7 +55,17 @@ export const makeTally = (): AttemptTally => ({
   target: undefined,
   endpoint: undefined,
   upstreamMs: 0,
+  firstReason: undefined,
 })
+
+/** A sticky route's session (ADR 0073): whose target the store was asked for, and what it remembered. */
+export interface StickySession {
+  readonly key: SessionTargetKey
+  /** The store's name of the target that served the session's last request (undefined: none). */
+  readonly remembered: string | undefined
+  /** Set when the session left its target: the target it left (`provider/model`) and why. */
+  moved: { readonly from: string; readonly reason: string } | undefined
+}
 
 /** The response that went to the client: decided once its first byte was written (no retry after it). */
 export interface Committed {
@@ -94,6 +107,8 @@ export interface Progress {
   /** The budget that refused the admission or cut the stream (the record's `budget`). */
   budget: BudgetName | undefined
   readonly tally: AttemptTally
+  /** On a sticky route, for a request with a session. */
+  sticky: StickySession | undefined
   committed: Committed | undefined
 }
 
@@ -105,6 +120,7 @@ export const makeProgress = (): Progress => ({
   admission: undefined,
   budget: undefined,
   tally: makeTally(),
+  sticky: undefined,
   committed: undefined,
 })
 
@@ -120,6 +136,13 @@ export const costOf = (info: RequestInfo, progress: Progress, ending: Ending): n
   const used = costMicroUsd(committed.usage, committed.price)
   if (ending.usageEstimated || ending.incomplete) return Math.max(used, committed.targetEstimate)
   return used
+}
+
+/** What the prompt cache saved on the request, micro-USD (0 unless a priced 2xx read the cache). */
+export const cacheSavedOf = (progress: Progress, ending: Ending): number => {
+  const committed = progress.committed
+  if (committed?.price === undefined || !ok(ending.status)) return 0
+  return cacheSavedMicroUsd(committed.usage.cacheReadTokens, committed.price)
 }
 
 /** Tokens to count against tokens_per_minute at settle: the reported usage, else the admission's estimate. */
@@ -167,6 +190,9 @@ export const usageRecord = (
     upstream_endpoint: progress.committed?.endpoint ?? progress.tally.endpoint ?? null,
     trace_id: info.trace?.traceId ?? info.caller?.traceId ?? null,
     budget: progress.budget === undefined ? null : recordBudgetName(progress.budget),
+    cache_saved_micro_usd: cacheSavedOf(progress, ending),
+    moved_from: progress.sticky?.moved?.from ?? null,
+    moved_reason: progress.sticky?.moved?.reason ?? null,
   }
 }
 

@@ -175,6 +175,17 @@ export class RequestTrace {
     })
   }
 
+  /** A sticky route's session left the target that served it (`from`, `provider/model`) for `to` (ADR 0073). */
+  sessionMoved(from: string, to: TargetConfig, reason: string): void {
+    if (!this.sampled) return
+    this.server.event("tollgate.session_moved", this.tracer.now(), {
+      "tollgate.moved_from": from,
+      "tollgate.provider": to.provider,
+      "gen_ai.request.model": to.model,
+      "tollgate.reason": reason,
+    })
+  }
+
   /** A retry or fallback the retry budget did not pay for: the attempts end here. */
   retryBudgetRefused(target: TargetConfig): void {
     if (!this.sampled) return

@@ -24,6 +24,7 @@ import {
   type PeriodBudget,
   type Refused,
   type ResponseOwner,
+  type SessionTargetKey,
   type SettleRequest,
   type StoreService,
 } from "./Store.js"
@@ -85,6 +86,14 @@ export class Limits extends Context.Service<
     readonly rememberResponse: (id: string, owner: ResponseOwner) => Effect.Effect<void>
     /** Who made response `id`; undefined when unknown, expired, or the store cannot say (logged). */
     readonly responseOwner: (id: string) => Effect.Effect<ResponseOwner | undefined>
+    /**
+     * The target that served the session's last request on a sticky route
+     * (ADR 0073), from the store (so every copy agrees); while the store is
+     * failing, from this copy's own memory. Never fails.
+     */
+    readonly sessionTarget: (key: SessionTargetKey) => Effect.Effect<string | undefined>
+    /** Remembers the target that served the session (as `sessionTarget`, never fails). */
+    readonly rememberSessionTarget: (key: SessionTargetKey, target: string) => Effect.Effect<void>
     /** False from a store error until a store operation succeeds again. */
     readonly storeOk: () => boolean
     /** `storeOk`, asking the store once more when it was failing (what /readyz reports, also with no traffic). */
@@ -384,6 +393,29 @@ export const make = (
         ),
       )
 
+  // While the store fails, this copy's sessions keep their targets here (ADR 0073); a store error marks it down.
+  const sessionTarget = (key: SessionTargetKey): Effect.Effect<string | undefined> => {
+    const t = now()
+    if (t < localUntil) return Effect.orDie(local.sessionTarget(key, t))
+    return store
+      .sessionTarget(key, t)
+      .pipe(
+        Effect.catch((error) =>
+          Effect.andThen(markDown(error.message), Effect.orDie(local.sessionTarget(key, t))),
+        ),
+      )
+  }
+
+  const rememberSessionTarget = (key: SessionTargetKey, target: string): Effect.Effect<void> => {
+    const t = now()
+    const max = maxSessionsNow()
+    const locally = Effect.orDie(local.rememberSessionTarget(key, target, t, max))
+    if (t < localUntil) return locally
+    return store
+      .rememberSessionTarget(key, target, t, max)
+      .pipe(Effect.catch((error) => Effect.andThen(markDown(error.message), locally)))
+  }
+
   return {
     enter: gate.enter,
     leave: gate.leave,
@@ -395,6 +427,8 @@ export const make = (
     extend,
     rememberResponse,
     responseOwner,
+    sessionTarget,
+    rememberSessionTarget,
     storeOk: () => healthy,
     checkStore,
   }

@@ -215,6 +215,23 @@ export interface ResponseOwner {
   readonly provider: string
 }
 
+/** Whose session target a sticky route looks up (ADR 0073): the tenant's session on one route. */
+export interface SessionTargetKey {
+  readonly tenant: string
+  readonly route: string
+  readonly session: string
+}
+
+/**
+ * How a session target is named in the store: its provider and model (ADR
+ * 0073: a provider entry pins the key, region and account whose cache it
+ * is). Names have no line breaks, so the two never run together.
+ */
+export const sessionTargetId = (provider: string, model: string): string => `${provider}\n${model}`
+
+/** How a session target is named in records and traces: `provider/model`. */
+export const sessionTargetLabel = (id: string): string => id.replace("\n", "/")
+
 /** How long a response's owner is remembered, ms: OpenAI keeps a stored response 30 days. */
 export const RESPONSE_OWNER_TTL_MS = 30 * 24 * 60 * 60 * 1000
 
@@ -241,6 +258,26 @@ export interface StoreService {
   ) => Effect.Effect<void, StoreError>
   /** Who made response `id`, if it is remembered at `now`. */
   readonly responseOwner: (id: string, now: number) => Effect.Effect<ResponseOwner | undefined, StoreError>
+  /**
+   * The target that served the last request of `session` on `route` (a
+   * sticky route, ADR 0073), if it is remembered at `now` (its last use less
+   * than SESSION_TTL_MS ago); a lookup that finds it counts as a use.
+   */
+  readonly sessionTarget: (
+    key: SessionTargetKey,
+    now: number,
+  ) => Effect.Effect<string | undefined, StoreError>
+  /**
+   * Remembers `target` as the one that served `session` on `route` at `now`.
+   * A tenant keeps at most `maxSessions` of them; the least recently used
+   * are forgotten first.
+   */
+  readonly rememberSessionTarget: (
+    key: SessionTargetKey,
+    target: string,
+    now: number,
+    maxSessions: number,
+  ) => Effect.Effect<void, StoreError>
   /** What the admin API shows of a tenant at `now`, with the spend of each of `budgets` (default none). */
   readonly tenantState: (
     tenant: string,

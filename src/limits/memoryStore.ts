@@ -16,6 +16,7 @@ import {
   MINUTE_MS,
   RESPONSE_OWNER_TTL_MS,
   SESSION_TTL_MS,
+  sessionTargetId,
   SPEND_KEPT_MS,
   Store,
   type AdmitRequest,
@@ -27,6 +28,7 @@ import {
   type ResponseOwner,
   type SettleRequest,
   type SessionState,
+  type SessionTargetKey,
   type SpendState,
   type StoreService,
   type TenantState,
@@ -72,6 +74,11 @@ interface TenantData {
   readonly sessions: Map<string, Session>
   /** The id of the last entry of `sessions` when `touch` put it there (undefined: not known). */
   newestSession: string | undefined
+  /**
+   * `route\nsession` → the target that served the session's last request on a sticky route (ADR 0073);
+   * insertion order follows the last use, so the least recently used are at the front.
+   */
+  readonly targets: Map<string, { readonly target: string; readonly last: number }>
 }
 
 const ZERO: Counts = { requests: 0, tokens: 0 }
@@ -82,7 +89,10 @@ const emptyTenantData = (): TenantData => ({
   spends: new Map(),
   sessions: new Map(),
   newestSession: undefined,
+  targets: new Map(),
 })
+
+const targetKey = (key: SessionTargetKey): string => `${key.route}\n${key.session}`
 
 const make = () => {
   const tenants = new Map<string, TenantData>()
@@ -348,6 +358,34 @@ const make = () => {
     return undefined
   }
 
+  const sessionTarget = (key: SessionTargetKey, now: number): string | undefined => {
+    const data = tenants.get(key.tenant)
+    if (data === undefined) return undefined
+    const k = targetKey(key)
+    const entry = data.targets.get(k)
+    if (entry === undefined) return undefined
+    data.targets.delete(k)
+    if (!isSessionLive(entry.last, now)) return undefined
+    data.targets.set(k, { target: entry.target, last: Math.max(entry.last, now) })
+    return entry.target
+  }
+  const rememberSessionTarget = (
+    key: SessionTargetKey,
+    target: string,
+    now: number,
+    maxSessions: number,
+  ): void => {
+    const targets = tenant(key.tenant).targets
+    const k = targetKey(key)
+    targets.delete(k)
+    targets.set(k, { target, last: now })
+    // Forget the least recently used beyond the bound, and on the way those idle for their lifetime.
+    for (const [oldest, entry] of targets) {
+      if (targets.size <= maxSessions && isSessionLive(entry.last, now)) break
+      targets.delete(oldest)
+    }
+  }
+
   const service: StoreService = {
     admit: (request) => Effect.sync(() => admit(request)),
     // No leases here: a session is always written at admission, so settling never evicts.
@@ -355,9 +393,12 @@ const make = () => {
     extend: (request) => Effect.sync(() => extend(request)),
     rememberResponse: (id, owner, now) => Effect.sync(() => rememberResponse(id, owner, now)),
     responseOwner: (id, now) => Effect.sync(() => responseOwner(id, now)),
+    sessionTarget: (key, now) => Effect.sync(() => sessionTarget(key, now)),
+    rememberSessionTarget: (key, target, now, maxSessions) =>
+      Effect.sync(() => rememberSessionTarget(key, target, now, maxSessions)),
     tenantState: (name, now, budgets) => Effect.sync(() => tenantState(name, now, budgets)),
   }
-  return { service, tenant, spendOf }
+  return { service, tenant, spendOf, rememberSessionTarget }
 }
 
 /** An empty memory store (tests, and the local fallback limits of ADR 0006). */
@@ -397,6 +438,15 @@ const restore = Effect.fnUntraced(function* (file: string) {
       session.last = Math.max(session.last, ts)
       data.sessions.set(record.session, session)
       withSessions.add(data)
+      // The target that served the session last, for sticky routes (ADR 0073); bounded on the next remember.
+      if (record.provider !== null && record.model !== null && record.status >= 200 && record.status < 300) {
+        store.rememberSessionTarget(
+          { tenant: record.tenant, route: record.route, session: record.session },
+          sessionTargetId(record.provider, record.model),
+          ts,
+          Number.MAX_SAFE_INTEGER,
+        )
+      }
     }
   }
   // The store expects sessions in the order of their last request (it prunes from the front).

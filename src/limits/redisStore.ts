@@ -22,6 +22,7 @@ import { makeDeferredSettles } from "./redisDeferred.js"
 import { type Lease, LEASE_MARGIN, LEASE_REQUESTS, LEASE_SLACK, leaseId } from "./redisLease.js"
 import { type Arg, makeTurnCalls, type RedisWithScripts } from "./redisTurn.js"
 import { SETTLE_LUA } from "./lua/settle.js"
+import { REMEMBER_SESSION_TARGET_LUA, SESSION_TARGET_LUA } from "./lua/sessionTarget.js"
 import { TENANT_STATE_LUA } from "./lua/tenantState.js"
 import type { BudgetName } from "../domain/errors.js"
 import { isSessionLive, REFUSAL_CODES, sortSessions, windowAt } from "./lua/rules.js"
@@ -76,6 +77,9 @@ const keys = (tenant: string) => {
     // The admit script names an evicted session's hash the same way, from this key of the request's session.
     session: (id: string | undefined) => (id === undefined ? `${p}session` : `${p}session:${id}`),
     sessionIndex: `${p}sessions`,
+    /** Sticky routes' session targets (ADR 0073, `lua/sessionTarget.ts`): the hash and its last uses. */
+    targets: `${p}targets`,
+    targetsUsed: `${p}targets:used`,
   }
 }
 
@@ -117,6 +121,8 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
       tollgateExtend: { lua: EXTEND_LUA },
       tollgateTenantState: { lua: TENANT_STATE_LUA },
       tollgateMany: { lua: MANY_LUA },
+      tollgateSessionTarget: { lua: SESSION_TARGET_LUA, numberOfKeys: 2 },
+      tollgateRememberSessionTarget: { lua: REMEMBER_SESSION_TARGET_LUA, numberOfKeys: 2 },
     },
     options,
   )
@@ -457,7 +463,49 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
       },
     )
 
-  return Store.of({ admit, settle, extend, tenantState, rememberResponse, responseOwner })
+  const sessionTarget: StoreService["sessionTarget"] = (key, now) => {
+    const k = keys(key.tenant)
+    return Effect.map(
+      send("sessionTarget", () =>
+        redis.tollgateSessionTarget(
+          k.targets,
+          k.targetsUsed,
+          `${key.route}\n${key.session}`,
+          now,
+          SESSION_TTL_MS,
+        ),
+      ),
+      (value) => (typeof value === "string" ? value : undefined),
+    )
+  }
+
+  const rememberSessionTarget: StoreService["rememberSessionTarget"] = (key, target, now, maxSessions) => {
+    const k = keys(key.tenant)
+    return Effect.asVoid(
+      send("rememberSessionTarget", () =>
+        redis.tollgateRememberSessionTarget(
+          k.targets,
+          k.targetsUsed,
+          `${key.route}\n${key.session}`,
+          target,
+          now,
+          SESSION_TTL_MS,
+          maxSessions,
+        ),
+      ),
+    )
+  }
+
+  return Store.of({
+    admit,
+    settle,
+    extend,
+    tenantState,
+    rememberResponse,
+    responseOwner,
+    sessionTarget,
+    rememberSessionTarget,
+  })
 })
 
 /**

@@ -17,6 +17,8 @@ export interface RedisWithScripts extends Redis {
   tollgateExtend(...keysAndArgs: Array<Arg>): Promise<number>
   tollgateTenantState(...keysAndArgs: Array<Arg>): Promise<Array<number | string>>
   tollgateMany(...keysAndArgs: Array<Arg>): Promise<Array<unknown>>
+  tollgateSessionTarget(...keysAndArgs: Array<Arg>): Promise<string | null>
+  tollgateRememberSessionTarget(...keysAndArgs: Array<Arg>): Promise<number>
 }
 
 /** An admission or a settlement waiting for the end of the event-loop turn. */

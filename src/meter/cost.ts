@@ -40,6 +40,26 @@ export const costMicroUsd = (usage: TokenCounts, price: PriceEntry): MicroUsd =>
   return Number((big + PER_MILLION_BIG - 1n) / PER_MILLION_BIG)
 }
 
+/**
+ * What the prompt cache saved on `cacheReadTokens` at `price`, in micro-USD,
+ * rounded down (never claims a saving it did not make; ADR 0073):
+ * floor(cacheRead · (p_in − p_cr) / 1,000,000). Negative only when a price
+ * table makes cache reads dearer than input.
+ */
+export const cacheSavedMicroUsd = (cacheReadTokens: number, price: PriceEntry): MicroUsd => {
+  if (cacheReadTokens === 0) return 0
+  const total = cacheReadTokens * (price.input - price.cacheRead)
+  if (Number.isSafeInteger(total)) {
+    const rest = total % PER_MILLION
+    return (total - rest) / PER_MILLION - (rest < 0 ? 1 : 0)
+  }
+  if (!Number.isSafeInteger(price.input) || !Number.isSafeInteger(price.cacheRead) || !Number.isFinite(total))
+    return Math.floor(total / PER_MILLION)
+  const big = BigInt(cacheReadTokens) * BigInt(price.input - price.cacheRead)
+  const quotient = big / PER_MILLION_BIG
+  return Number(big % PER_MILLION_BIG < 0n ? quotient - 1n : quotient)
+}
+
 /** All tokens of a response: input + output + cache read + cache write (what `tokens_per_minute` counts). */
 export const tokensOf = (usage: TokenCounts): number =>
   usage.inputTokens + usage.outputTokens + usage.cacheReadTokens + usage.cacheWriteTokens

@@ -61,6 +61,20 @@ export interface UsageRecord {
    * the field existed, when read back).
    */
   readonly budget: string | null
+  /**
+   * micro-USD the prompt cache saved on this request: its cache-read tokens
+   * at the target's input price less their cache-read price, rounded down
+   * (ADR 0073); 0 without cache reads or a price (and in records written
+   * before the field existed, when read back).
+   */
+  readonly cache_saved_micro_usd: number
+  /**
+   * On a sticky route: the target (`provider/model`) that served the
+   * session's last request, when this request left it; null otherwise.
+   */
+  readonly moved_from: string | null
+  /** Why the session left `moved_from` (`breaker_open`, `status 529`, `not_a_target`, …); null otherwise. */
+  readonly moved_reason: string | null
 }
 
 /**
@@ -79,7 +93,8 @@ export const encodeRecord = (r: UsageRecord): string =>
   `,"usage_estimated":${r.usage_estimated},"incomplete":${r.incomplete},"session":${jsonNullable(r.session)}` +
   `,"duration_ms":${jsonNumber(r.duration_ms)},"error":${jsonNullable(r.error)}` +
   `,"upstream_endpoint":${jsonNullable(r.upstream_endpoint)},"trace_id":${jsonNullable(r.trace_id)}` +
-  `,"budget":${jsonNullable(r.budget)}}\n`
+  `,"budget":${jsonNullable(r.budget)},"cache_saved_micro_usd":${jsonNumber(r.cache_saved_micro_usd)}` +
+  `,"moved_from":${jsonNullable(r.moved_from)},"moved_reason":${jsonNullable(r.moved_reason)}}\n`
 
 const STRING_FIELDS = ["ts", "request_id", "tenant", "key_id", "route", "endpoint"] as const
 const NULLABLE_STRING_FIELDS = ["provider", "model", "session", "error"] as const
@@ -96,7 +111,15 @@ export const NUMBER_FIELDS = [
   "duration_ms",
 ] as const
 const BOOLEAN_FIELDS = ["stream", "usage_estimated", "incomplete"] as const
-const LATER_NULLABLE_STRING_FIELDS = ["upstream_endpoint", "trace_id", "budget"] as const
+const LATER_NULLABLE_STRING_FIELDS = [
+  "upstream_endpoint",
+  "trace_id",
+  "budget",
+  "moved_from",
+  "moved_reason",
+] as const
+/** Number fields added after the first release: absent in older records, read as 0. */
+const LATER_NUMBER_FIELDS = ["cache_saved_micro_usd"] as const
 
 /**
  * Decodes one line of the usage file: JSON.parse plus a typeof check per
@@ -121,6 +144,11 @@ export const decodeRecord = (line: string): UsageRecord | undefined => {
     const field = o[k]
     if (field === undefined) o[k] = null
     else if (field !== null && typeof field !== "string") return undefined
+  }
+  for (const k of LATER_NUMBER_FIELDS) {
+    const field = o[k]
+    if (field === undefined) o[k] = 0
+    else if (typeof field !== "number" || !Number.isFinite(field)) return undefined
   }
   return value as UsageRecord
 }

@@ -109,6 +109,10 @@ export const make = (deps: MetricsDeps): MetricsService => {
     buffersFull: new CounterCells(m.buffersFull),
     connectionsDropped: new CounterCells(m.connectionsDropped),
     unpriced: new CounterCells(m.unpriced),
+    cacheReadTokens: new CounterCells(m.cacheReadTokens),
+    promptTokens: new CounterCells(m.promptTokens),
+    cacheSaved: new CounterCells(m.cacheSaved),
+    sessionMoves: new CounterCells(m.sessionMoves),
     configReloads: new CounterCells(m.configReloads),
     queueTimeouts: new CounterCells(m.queueTimeouts),
   }
@@ -129,6 +133,15 @@ export const make = (deps: MetricsDeps): MetricsService => {
       counters.tokens.add({ tenant, route, model, kind: "cache_write" }),
     ],
   }))
+  /** The prompt cache of one route and target: cache reads, all prompt tokens, µUSD saved. */
+  const cacheCells = cache3((route: string, provider: string, model: string) => ({
+    read: counters.cacheReadTokens.add({ route, provider, model }),
+    prompt: counters.promptTokens.add({ route, provider, model }),
+    saved: counters.cacheSaved.add({ route, provider, model }),
+  }))
+  const sessionMoveCell = cache3((route: string, provider: string, model: string) =>
+    counters.sessionMoves.add({ route, provider, model }),
+  )
   const unpricedCell = cache3((route: string, provider: string, model: string) =>
     counters.unpriced.add({ route, provider, model }),
   )
@@ -172,6 +185,13 @@ export const make = (deps: MetricsDeps): MetricsService => {
     usage.tokens[2].inc(record.cache_read_tokens)
     usage.tokens[3].inc(record.cache_write_tokens)
     if (unpriced) unpricedCell(route, provider, model).inc()
+    const prompt = record.input_tokens + record.cache_read_tokens + record.cache_write_tokens
+    if (prompt > 0) {
+      const cache = cacheCells(route, provider, model)
+      cache.prompt.inc(prompt)
+      cache.read.inc(record.cache_read_tokens)
+      cache.saved.inc(record.cache_saved_micro_usd)
+    }
     const tenant = tenantCells(record.tenant)
     // Refusals are answered before any upstream byte (402/429); the stream cutoff ends a committed 200.
     if (record.error === "rate_limited") tenant.rateLimited.inc()
@@ -202,6 +222,7 @@ export const make = (deps: MetricsDeps): MetricsService => {
       openStreams--
     },
     unpriced: (route, provider, model) => unpricedCell(route, provider, model).inc(),
+    sessionMoved: (route, provider, model) => sessionMoveCell(route, provider, model).inc(),
     configReloaded: (result) => reloads[result].inc(),
     queueEntered: (tenant) => {
       tenantCells(tenant).queued++

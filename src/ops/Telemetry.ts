@@ -47,6 +47,8 @@ export interface TelemetryService {
    * this itself when its `unpriced` is set; route, provider and model come from the config.
    */
   readonly unpriced: (route: string, provider: string, model: string) => void
+  /** A sticky route's session left the target that served it for `provider`/`model` (ADR 0073). */
+  readonly sessionMoved: (route: string, provider: string, model: string) => void
   /** A config reload (SIGHUP, `POST /admin/reload`) was applied (`ok`) or refused (`error`). */
   readonly configReloaded: (result: "ok" | "error") => void
   /** A request of `tenant` began waiting in its queue (ADR 0057). */
@@ -72,6 +74,7 @@ export const noopTelemetry: TelemetryService = {
   streamOpened: noop,
   streamClosed: noop,
   unpriced: noop,
+  sessionMoved: noop,
   configReloaded: noop,
   queueEntered: noop,
   queueLeft: noop,

@@ -66,6 +66,8 @@ const TEXT_FIELDS = [
   "upstream_endpoint",
   "trace_id",
   "budget",
+  "moved_from",
+  "moved_reason",
 ] as const
 
 /** A UTF-16 surrogate not in a pair (in unicode mode a pair is one code point, not `Cs`). */
@@ -74,6 +76,7 @@ const LONE_SURROGATE = /\p{Cs}/u
 /** Whether the table can hold `record` as it is: integer amounts, a time, text without NUL or a lone surrogate (PostgreSQL refuses both). */
 export const insertable = (record: UsageRecord): boolean => {
   for (const field of NUMBER_FIELDS) if (!Number.isSafeInteger(record[field])) return false
+  if (!Number.isSafeInteger(record.cache_saved_micro_usd)) return false
   if (record.attempts > 2_147_483_647 || record.status > 2_147_483_647) return false
   for (const field of TEXT_FIELDS) {
     const value = record[field]

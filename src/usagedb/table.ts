@@ -10,9 +10,11 @@
  * The schema version this build writes and reads. 1: the table, its
  * indexes and the hourly totals; 2: a tenant's records by time carry the
  * session and the sums in their index (an index-only scan for a tenant's
- * sessions and the ends of a tenant's ranges), instead of `_tenant_ts`.
+ * sessions and the ends of a tenant's ranges), instead of `_tenant_ts`;
+ * 3: `cache_saved_micro_usd` (also in the hourly totals), `moved_from` and
+ * `moved_reason` (ADR 0073).
  */
-export const SCHEMA_VERSION = 2
+export const SCHEMA_VERSION = 3
 
 /** The table comment that carries the version: `tollgate usage schema N`. */
 export const versionComment = (version: number): string => `tollgate usage schema ${version}`
@@ -59,6 +61,16 @@ export const COLUMNS: ReadonlyArray<Column> = [
   col("upstream_endpoint", "text", true),
   col("trace_id", "text", true),
   col("budget", "text", true),
+  col("cache_saved_micro_usd", "bigint"),
+  col("moved_from", "text", true),
+  col("moved_reason", "text", true),
+]
+
+/** The columns schema 3 added, as `ALTER TABLE … ADD COLUMN` takes them (rows before it: 0 and null). */
+const SCHEMA_3_COLUMNS = [
+  `"cache_saved_micro_usd" bigint NOT NULL DEFAULT 0`,
+  `"moved_from" text`,
+  `"moved_reason" text`,
 ]
 
 /** `"name"`: a quoted identifier (names are checked by the config to be plain identifiers). */
@@ -91,6 +103,7 @@ export const HOURLY_SUMS = [
   "cache_read_tokens",
   "cache_write_tokens",
   "cost_micro_usd",
+  "cache_saved_micro_usd",
 ] as const
 
 /** The columns a tenant's records by time carry in their index (schema 2): what its queries sum. */
@@ -147,11 +160,21 @@ export const migrationStatements = (table: string, from: number): ReadonlyArray<
     )
     // Totals of rows already in the table (none when both are made together).
     statements.push(`${rollupInsert(table)} SELECT * FROM ${name}) ${rollupSelect(table)}`)
-  } else if (from < 2) {
-    // 1 → 2: the tenant's index with the session and the sums, in place of the plain one.
-    const [index, columns] = indexes(table)[1]!
-    statements.push(`CREATE INDEX IF NOT EXISTS ${quoteIdent(index)} ON ${name} (${columns})`)
-    statements.push(`DROP INDEX IF EXISTS ${quoteTableIn(table, `${baseName(table)}_tenant_ts`)}`)
+  } else {
+    if (from < 2) {
+      // 1 → 2: the tenant's index with the session and the sums, in place of the plain one.
+      const [index, columns] = indexes(table)[1]!
+      statements.push(`CREATE INDEX IF NOT EXISTS ${quoteIdent(index)} ON ${name} (${columns})`)
+      statements.push(`DROP INDEX IF EXISTS ${quoteTableIn(table, `${baseName(table)}_tenant_ts`)}`)
+    }
+    if (from < 3) {
+      // 2 → 3: columns with a constant default (PostgreSQL adds them without rewriting the table).
+      for (const column of SCHEMA_3_COLUMNS)
+        statements.push(`ALTER TABLE ${name} ADD COLUMN IF NOT EXISTS ${column}`)
+      statements.push(
+        `ALTER TABLE ${quoteTable(hourlyTable(table))} ADD COLUMN IF NOT EXISTS "cache_saved_micro_usd" bigint NOT NULL DEFAULT 0`,
+      )
+    }
   }
   statements.push(`COMMENT ON TABLE ${name} IS '${versionComment(SCHEMA_VERSION)}'`)
   return statements
@@ -174,7 +197,8 @@ const rollupSelect = (table: string): string => {
     `INSERT INTO ${hourly} (${keys}, ${sums.join(", ")}) ` +
     `SELECT date_bin('1 hour', ts, TIMESTAMPTZ '2000-01-01 00:00:00+00'), tenant, key_id, route, ` +
     `coalesce(provider, ''), coalesce(model, ''), count(*), count(*) FILTER (WHERE status < 200 OR status > 299), ` +
-    `sum(input_tokens), sum(output_tokens), sum(cache_read_tokens), sum(cache_write_tokens), sum(cost_micro_usd) ` +
+    `sum(input_tokens), sum(output_tokens), sum(cache_read_tokens), sum(cache_write_tokens), sum(cost_micro_usd), ` +
+    `sum(cache_saved_micro_usd) ` +
     `FROM new GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 5, 6 ` +
     `ON CONFLICT (${keys}) DO UPDATE SET ${set}`
   )

@@ -55,6 +55,9 @@ export const usageRecord = (fields: Partial<UsageRecord> & { readonly ts: string
   upstream_endpoint: "/v1/messages",
   trace_id: null,
   budget: null,
+  cache_saved_micro_usd: 0,
+  moved_from: null,
+  moved_reason: null,
   ...fields,
 })
 
@@ -64,14 +67,23 @@ export const writeUsageFile = (file: string, records: ReadonlyArray<UsageRecord>
 }
 
 /** The totals that `/admin/usage` should report for `records`, summed the slow way. */
-export const sumRecords = (records: ReadonlyArray<UsageRecord>): UsageTotals => ({
-  requests: records.length,
-  input_tokens: records.reduce((s, r) => s + r.input_tokens, 0),
-  output_tokens: records.reduce((s, r) => s + r.output_tokens, 0),
-  cache_read_tokens: records.reduce((s, r) => s + r.cache_read_tokens, 0),
-  cache_write_tokens: records.reduce((s, r) => s + r.cache_write_tokens, 0),
-  cost_micro_usd: records.reduce((s, r) => s + r.cost_micro_usd, 0),
-})
+export const sumRecords = (records: ReadonlyArray<UsageRecord>): UsageTotals => {
+  const input = records.reduce((s, r) => s + r.input_tokens, 0)
+  const read = records.reduce((s, r) => s + r.cache_read_tokens, 0)
+  const write = records.reduce((s, r) => s + r.cache_write_tokens, 0)
+  return {
+    requests: records.length,
+    input_tokens: input,
+    output_tokens: records.reduce((s, r) => s + r.output_tokens, 0),
+    cache_read_tokens: read,
+    cache_write_tokens: write,
+    cost_micro_usd: records.reduce((s, r) => s + r.cost_micro_usd, 0),
+    cache_saved_micro_usd: records.reduce((s, r) => s + r.cache_saved_micro_usd, 0),
+    // The slow way: a plain division, rounded to 4 decimals as the API rounds it.
+    cache_hit_ratio:
+      input + read + write === 0 ? 0 : Math.round((read / (input + read + write)) * 10_000) / 10_000,
+  }
+}
 
 /** `records` grouped by `key` and summed, as `/admin/usage` lists groups (sorted by key, null last). */
 export const groupRecords = (

@@ -213,7 +213,7 @@ describe("the chunk file", () => {
       }),
     )
 
-  it("keeps a few chunks in memory however many records it holds, and 46 bytes per record in the file", async () => {
+  it("keeps a few chunks in memory however many records it holds, and 54 bytes per record in the file", async () => {
     await withChunkFile(1000, async (rows) => {
       const index = make(rows)
       const all = records(50_500, 0, Infinity)

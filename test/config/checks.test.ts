@@ -182,7 +182,9 @@ describe("config validate rejects", () => {
       raw = patch(raw, ["routes", "llama"], { api: "openai", targets: [target("local", "llama3.2")] })
       raw = patch(raw, ["tenants", "acme", "budgets"], { month: { limit_usd: 1, mode: "hard" } })
       const { config } = yield* decode(raw)
-      assert.deepStrictEqual(config.routes.get("llama")!.targets, [{ provider: "local", model: "llama3.2" }])
+      assert.deepStrictEqual(config.routes.get("llama")!.targets, [
+        { provider: "local", model: "llama3.2", weight: 0, alias: undefined },
+      ])
     }),
   )
 })

@@ -174,7 +174,7 @@ describe("unknown keys", () => {
     Effect.gen(function* () {
       let raw = patch(baseConfig(), ["server", "listn"], "127.0.0.1:1")
       raw = patch(raw, ["providers", "anthropic", "api_key"], "sk-inline")
-      raw = patch(raw, ["routes", "claude", "targets", 0, "weight"], 2)
+      raw = patch(raw, ["routes", "claude", "targets", 0, "priority"], 2)
       raw = patch(raw, ["routes", "claude", "timeouts"], { first_byte: "5s" })
       raw = patch(raw, ["tenants", "acme", "budgets"], {
         month: { limit_usd: 1, mode: "hard", rollover: true },
@@ -186,7 +186,7 @@ describe("unknown keys", () => {
           "server.listn",
           "providers.anthropic.api_key",
           "routes.claude.timeouts.first_byte",
-          "routes.claude.targets[0].weight",
+          "routes.claude.targets[0].priority",
           "tenants.acme.budgets.month.rollover",
         ],
       )

@@ -368,6 +368,9 @@ describe("restart", () => {
       upstream_endpoint: "/v1/messages",
       trace_id: null,
       budget: null,
+      cache_saved_micro_usd: 0,
+      moved_from: null,
+      moved_reason: null,
     }
     const lastMonth = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() - 1, 15)).toISOString()
     writeFileSync(

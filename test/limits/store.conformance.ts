@@ -139,6 +139,46 @@ export const storeSuite = (name: string, layer: () => Layer.Layer<Store, unknown
         })
       }))
 
+    test("remembers a sticky session's target per tenant, route and session, for 24 h after its last use", () =>
+      Effect.gen(function* () {
+        const store = yield* Store
+        const tenant = `sticky_${name}_${Math.random().toString(36).slice(2)}`
+        const key = { tenant, route: "claude", session: "s-1" }
+        const day = 24 * 60 * 60 * 1000
+        assert.strictEqual(yield* store.sessionTarget(key, 1_000), undefined)
+        yield* store.rememberSessionTarget(key, "a\nclaude-sonnet-5-5", 1_000, 100)
+        assert.strictEqual(yield* store.sessionTarget(key, 2_000), "a\nclaude-sonnet-5-5")
+        // Another route, session or tenant has its own.
+        assert.strictEqual(yield* store.sessionTarget({ ...key, route: "other" }, 2_000), undefined)
+        assert.strictEqual(yield* store.sessionTarget({ ...key, session: "s-2" }, 2_000), undefined)
+        assert.strictEqual(yield* store.sessionTarget({ ...key, tenant: `${tenant}-b` }, 2_000), undefined)
+        // A move replaces it.
+        yield* store.rememberSessionTarget(key, "b\nclaude-sonnet-5-5", 3_000, 100)
+        // A lookup is a use: found a moment before its lifetime ends, it lives a lifetime from then.
+        assert.strictEqual(yield* store.sessionTarget(key, 3_000 + day - 1), "b\nclaude-sonnet-5-5")
+        assert.strictEqual(yield* store.sessionTarget(key, 3_000 + 2 * day - 2), "b\nclaude-sonnet-5-5")
+        // Unused for a whole lifetime: forgotten.
+        assert.strictEqual(yield* store.sessionTarget(key, 3_000 + 3 * day - 2), undefined)
+        assert.strictEqual(yield* store.sessionTarget(key, 3_000 + 3 * day), undefined)
+      }))
+
+    test("keeps at most maxSessions session targets per tenant, forgetting the least recently used", () =>
+      Effect.gen(function* () {
+        const store = yield* Store
+        const tenant = `stickycap_${name}_${Math.random().toString(36).slice(2)}`
+        const key = (session: string) => ({ tenant, route: "claude", session })
+        for (let i = 0; i < 5; i++) yield* store.rememberSessionTarget(key(`s${i}`), `t${i}`, 1_000 + i, 5)
+        // s0 is used again, so s1 is now the least recently used.
+        assert.strictEqual(yield* store.sessionTarget(key("s0"), 2_000), "t0")
+        yield* store.rememberSessionTarget(key("s5"), "t5", 3_000, 5)
+        assert.strictEqual(yield* store.sessionTarget(key("s1"), 3_001), undefined)
+        for (const i of [0, 2, 3, 4, 5])
+          assert.strictEqual(yield* store.sessionTarget(key(`s${i}`), 3_002), `t${i}`, `s${i}`)
+        // Another tenant's bound is its own.
+        yield* store.rememberSessionTarget({ ...key("s0"), tenant: `${tenant}-b` }, "x", 3_003, 1)
+        assert.strictEqual(yield* store.sessionTarget(key("s0"), 3_004), "t0")
+      }))
+
     budgetCases(test)
     periodBudgetCases(test)
     sessionCapCases(test)

@@ -2,6 +2,9 @@ import type { UsageRecord } from "../../src/meter/record.js"
 
 /** A complete usage record (the SPEC example), keys deliberately out of SPEC order. */
 export const sampleRecord = (over: Partial<UsageRecord> = {}): UsageRecord => ({
+  moved_reason: null,
+  moved_from: null,
+  cache_saved_micro_usd: 0,
   budget: null,
   trace_id: "4bf92f3577b34da6a3ce929d0e0e4736",
   upstream_endpoint: "/v1/messages",

@@ -28,6 +28,9 @@ const SPEC_ORDER = [
   "upstream_endpoint",
   "trace_id",
   "budget",
+  "cache_saved_micro_usd",
+  "moved_from",
+  "moved_reason",
 ]
 
 describe("encodeRecord", () => {
@@ -79,12 +82,38 @@ describe("decodeRecord", () => {
   it("keeps the refusing budget, and reads a record written before budget existed with budget null", () => {
     const refused = sampleRecord({ status: 402, error: "budget_exceeded", budget: "key.day" })
     const line = encodeRecord(refused).trimEnd()
-    expect(line.endsWith(',"trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","budget":"key.day"}')).toBe(true)
+    expect(
+      line.endsWith(
+        ',"trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","budget":"key.day","cache_saved_micro_usd":0,"moved_from":null,"moved_reason":null}',
+      ),
+    ).toBe(true)
     expect(decodeRecord(line)).toEqual(refused)
     const older = encodeRecord(sampleRecord()).trimEnd().replace(',"budget":null', "")
     expect(older).not.toContain("budget")
     expect(decodeRecord(older)).toEqual(sampleRecord({ budget: null }))
     expect(decodeRecord(line.replace('"budget":"key.day"', '"budget":3'))).toBeUndefined()
+  })
+
+  it("keeps the cache saving and a sticky session's move, and reads a record written before them with 0 and null", () => {
+    const moved = sampleRecord({
+      cache_saved_micro_usd: 2700,
+      moved_from: "a/claude",
+      moved_reason: "breaker_open",
+    })
+    const line = encodeRecord(moved).trimEnd()
+    expect(
+      line.endsWith(',"cache_saved_micro_usd":2700,"moved_from":"a/claude","moved_reason":"breaker_open"}'),
+    ).toBe(true)
+    expect(decodeRecord(line)).toEqual(moved)
+    const older = line.replace(
+      ',"cache_saved_micro_usd":2700,"moved_from":"a/claude","moved_reason":"breaker_open"',
+      "",
+    )
+    expect(decodeRecord(older)).toEqual(sampleRecord())
+    expect(
+      decodeRecord(line.replace('"cache_saved_micro_usd":2700', '"cache_saved_micro_usd":"2700"')),
+    ).toBeUndefined()
+    expect(decodeRecord(line.replace('"moved_from":"a/claude"', '"moved_from":1'))).toBeUndefined()
   })
 
   it("rejects a torn line and a line with a wrong field type", () => {

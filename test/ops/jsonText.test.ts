@@ -38,6 +38,9 @@ const record: fc.Arbitrary<UsageRecord> = fc.record({
   upstream_endpoint: fc.option(anyString),
   trace_id: fc.option(anyString),
   budget: fc.option(anyString),
+  cache_saved_micro_usd: fc.maxSafeInteger(),
+  moved_from: fc.option(anyString),
+  moved_reason: fc.option(anyString),
 })
 
 const stringified = (r: UsageRecord): string =>
@@ -67,6 +70,9 @@ const stringified = (r: UsageRecord): string =>
     upstream_endpoint: r.upstream_endpoint,
     trace_id: r.trace_id,
     budget: r.budget,
+    cache_saved_micro_usd: r.cache_saved_micro_usd,
+    moved_from: r.moved_from,
+    moved_reason: r.moved_reason,
   }) + "\n"
 
 describe("JSON text by concatenation", () => {
@@ -123,6 +129,9 @@ describe("JSON text by concatenation", () => {
       upstream_endpoint: "/v1/chat/completions",
       trace_id: null,
       budget: null,
+      cache_saved_micro_usd: 0,
+      moved_from: null,
+      moved_reason: null,
     }
     expect(decodeRecord(encodeRecord(r).trimEnd())).toEqual(r)
   })

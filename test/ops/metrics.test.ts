@@ -358,7 +358,7 @@ describe("GET /metrics after scripted traffic", () => {
     const documented = [...docs.matchAll(/^\|\s*`(tollgate_\w+)`\s*\|\s*(\w+)\s*\|/gm)].map(
       ([, name, type]) => `${name} ${type}`,
     )
-    expect(exported).toHaveLength(39)
+    expect(exported).toHaveLength(43)
     expect([...new Set(documented)].sort()).toEqual(exported.sort())
   })
 })
@@ -501,6 +501,9 @@ describe("telemetry hooks without a gateway", () => {
       upstream_endpoint: "/v1/messages",
       trace_id: null,
       budget: null,
+      cache_saved_micro_usd: 0,
+      moved_from: null,
+      moved_reason: null,
     }
     metrics.telemetry.requestDone({ record, route: "r", committed: true, overheadMs: 1, unpriced: true })
     metrics.telemetry.requestDone({ record, route: "r", committed: true, overheadMs: 1, unpriced: false })

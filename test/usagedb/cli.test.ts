@@ -43,14 +43,14 @@ const setup = (database: string) => {
 }
 
 describe("tollgate usage migrate", () => {
-  it("creates the table and its indexes at schema 2, and a second run has nothing to do", async () => {
+  it("creates the table and its indexes at schema 3, and a second run has nothing to do", async () => {
     const { config, env } = setup("migrate_once")
     const first = await runBinary(TOLLGATE, ["usage", "migrate", "--config", config], env)
     expect(first.stderr).toBe("")
     expect(first.code).toBe(0)
-    expect(first.stdout.trim()).toBe("created table tollgate_usage (schema 2) and its indexes")
+    expect(first.stdout.trim()).toBe("created table tollgate_usage (schema 3) and its indexes")
     expect(pg.psql("SELECT obj_description('tollgate_usage'::regclass, 'pg_class')", "migrate_once")).toBe(
-      "tollgate usage schema 2",
+      "tollgate usage schema 3",
     )
     const columns = pg.psql(
       "SELECT string_agg(column_name || ':' || data_type, ',' ORDER BY ordinal_position) FROM information_schema.columns WHERE table_name = 'tollgate_usage'",
@@ -83,6 +83,9 @@ describe("tollgate usage migrate", () => {
         "upstream_endpoint:text",
         "trace_id:text",
         "budget:text",
+        "cache_saved_micro_usd:bigint",
+        "moved_from:text",
+        "moved_reason:text",
       ].join(","),
     )
     expect(
@@ -104,15 +107,17 @@ describe("tollgate usage migrate", () => {
     )
     const second = await runBinary(TOLLGATE, ["usage", "migrate", "--config", config], env)
     expect(second.code).toBe(0)
-    expect(second.stdout.trim()).toBe("table tollgate_usage is at schema 2: nothing to do")
+    expect(second.stdout.trim()).toBe("table tollgate_usage is at schema 3: nothing to do")
   })
 
-  it("upgrades a schema 1 table (which serve refuses until then) to 2, keeping its rows", async () => {
+  it("upgrades a schema 1 table (which serve refuses until then) to 3, keeping its rows", async () => {
     const { config, env } = setup("from_schema_1")
     expect((await runBinary(TOLLGATE, ["usage", "migrate", "--config", config], env)).code).toBe(0)
     // The table as schema 1 left it: the plain index of a tenant's records by time, and one row.
     pg.psql(
       "DROP INDEX tollgate_usage_tenant_ts_sums; CREATE INDEX tollgate_usage_tenant_ts ON tollgate_usage (tenant, ts); " +
+        "ALTER TABLE tollgate_usage DROP COLUMN cache_saved_micro_usd, DROP COLUMN moved_from, DROP COLUMN moved_reason; " +
+        "ALTER TABLE tollgate_usage_hourly DROP COLUMN cache_saved_micro_usd; " +
         "COMMENT ON TABLE tollgate_usage IS 'tollgate usage schema 1'; " +
         "INSERT INTO tollgate_usage (ts, request_id, tenant, key_id, route, endpoint, stream, attempts, status, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reserved_micro_usd, cost_micro_usd, usage_estimated, incomplete, duration_ms) " +
         "VALUES (now(), 'old-1', 'acme', 'ci', 'claude', '/v1/messages', false, 1, 200, 1, 2, 0, 0, 10, 7, false, false, 5)",
@@ -121,11 +126,11 @@ describe("tollgate usage migrate", () => {
     const refused = await runBinary(TOLLGATE, ["serve", "--config", config], env)
     expect(refused.code).toBe(2)
     expect(refused.stderr).toContain(
-      `tollgate: usage database: table tollgate_usage has schema 1, older than this tollgate needs (2); run \`tollgate usage migrate --config ${config}\``,
+      `tollgate: usage database: table tollgate_usage has schema 1, older than this tollgate needs (3); run \`tollgate usage migrate --config ${config}\``,
     )
     const upgrade = await runBinary(TOLLGATE, ["usage", "migrate", "--config", config], env)
     expect(upgrade.code).toBe(0)
-    expect(upgrade.stdout.trim()).toBe("upgraded table tollgate_usage from schema 1 to 2")
+    expect(upgrade.stdout.trim()).toBe("upgraded table tollgate_usage from schema 1 to 3")
     expect(
       pg.psql(
         "SELECT string_agg(indexname, ',' ORDER BY indexname) FROM pg_indexes WHERE tablename = 'tollgate_usage'",
@@ -134,9 +139,18 @@ describe("tollgate usage migrate", () => {
     ).toBe(
       "tollgate_usage_model_ts,tollgate_usage_pkey,tollgate_usage_route_ts,tollgate_usage_tenant_key_ts,tollgate_usage_tenant_ts_sums,tollgate_usage_ts",
     )
-    expect(pg.psql("SELECT request_id || ',' || cost_micro_usd FROM tollgate_usage", "from_schema_1")).toBe(
-      "old-1,7",
-    )
+    expect(
+      pg.psql(
+        "SELECT request_id || ',' || cost_micro_usd || ',' || cache_saved_micro_usd || ',' || coalesce(moved_from, 'null') FROM tollgate_usage",
+        "from_schema_1",
+      ),
+    ).toBe("old-1,7,0,null")
+    expect(
+      pg.psql(
+        "SELECT count(*) FROM information_schema.columns WHERE table_name = 'tollgate_usage_hourly' AND column_name = 'cache_saved_micro_usd'",
+        "from_schema_1",
+      ),
+    ).toBe("1")
     const gateway = await startBinary(TOLLGATE, ["serve", "--config", config], env)
     running.push(gateway)
     expect(await gateway.stop()).toBe(0)
