@@ -18,6 +18,7 @@ export const CSV_COLUMNS = [
   "cache_write_tokens",
   "cost_micro_usd",
   "cache_saved_micro_usd",
+  "cache_hit_ratio",
 ] as const
 
 const FORMULA_START = /^[=+\-@\t\r]/
@@ -31,7 +32,7 @@ export const csvCell = (text: string): string => {
 
 const row = (key: string | null, totals: UsageTotals): string =>
   `${csvCell(key ?? "")},${totals.requests},${totals.input_tokens},${totals.output_tokens},` +
-  `${totals.cache_read_tokens},${totals.cache_write_tokens},${totals.cost_micro_usd},${totals.cache_saved_micro_usd}\r\n`
+  `${totals.cache_read_tokens},${totals.cache_write_tokens},${totals.cost_micro_usd},${totals.cache_saved_micro_usd},${totals.cache_hit_ratio}\r\n`
 
 /** The CSV text of a `/admin/usage` answer: the groups when there are any (a null key is an empty cell), else the totals. */
 export const usageCsv = (result: UsageResult): string => {

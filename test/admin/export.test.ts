@@ -248,6 +248,7 @@ const HEADER = [
   "cache_write_tokens",
   "cost_micro_usd",
   "cache_saved_micro_usd",
+  "cache_hit_ratio",
 ]
 
 /** What a key cell holds: a `'` before a formula start (= + - @ tab CR); null is empty. */
@@ -282,6 +283,7 @@ describe("GET /admin/usage?format=csv", () => {
             g.cache_write_tokens,
             g.cost_micro_usd,
             g.cache_saved_micro_usd,
+            g.cache_hit_ratio,
           ].map(String),
         ]),
       )
@@ -298,7 +300,7 @@ describe("GET /admin/usage?format=csv", () => {
     const totals = sumRecords(h.records().filter((r) => r.tenant === "acme"))
     expect(text).toBe(
       `${HEADER.join(",")}\r\n,${totals.requests},${totals.input_tokens},${totals.output_tokens},` +
-        `${totals.cache_read_tokens},${totals.cache_write_tokens},${totals.cost_micro_usd},${totals.cache_saved_micro_usd}\r\n`,
+        `${totals.cache_read_tokens},${totals.cache_write_tokens},${totals.cost_micro_usd},${totals.cache_saved_micro_usd},${totals.cache_hit_ratio}\r\n`,
     )
     expect(headers.get("content-type")).toBe("text/csv; charset=utf-8")
     expect(headers.get("cache-control")).toBe("no-store")
@@ -317,7 +319,7 @@ describe("GET /admin/usage?format=csv", () => {
       `format=csv&group_by=session&since=${q(T0 + 2 * HOUR)}&until=${q(T0 + 3 * HOUR)}`,
     )
     const lines = new Map(
-      HOSTILE.map((session, i) => [session, `,1,${5 + i},5,0,0,${10 + i},0\r\n`] as const),
+      HOSTILE.map((session, i) => [session, `,1,${5 + i},5,0,0,${10 + i},0,0\r\n`] as const),
     )
     const expected = [
       `"'=HYPERLINK(""http://evil.example"",""x"")"`,
@@ -337,7 +339,7 @@ describe("GET /admin/usage?format=csv", () => {
       expect(text, JSON.stringify(session)).toContain(`\r\n${expected[i]}${lines.get(session)}`)
     })
     const keys = await csv("format=csv&group_by=key")
-    expect(keys.text).toContain(`\r\n"'=evil,tenant/ci",1,10,5,0,0,1600,0\r\n`)
+    expect(keys.text).toContain(`\r\n"'=evil,tenant/ci",1,10,5,0,0,1600,0,0\r\n`)
     const live = await csv("format=csv&group_by=session&tenant=acme")
     expect(live.text).toContain(`\r\n"'=1+2,""x""",1,`)
   })

@@ -193,7 +193,7 @@ const fileRecords = (dir: string): Array<UsageRecord> =>
 const tableRows = (database: string): Array<UsageRecord> =>
   JSON.parse(
     pg.psql(
-      `SELECT coalesce(json_agg(row_to_json(t) ORDER BY request_id), '[]') FROM (SELECT to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS ts, request_id, tenant, key_id, route, endpoint, stream, provider, model, attempts, status, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reserved_micro_usd, cost_micro_usd, usage_estimated, incomplete, session, duration_ms, error, upstream_endpoint, trace_id, budget FROM tollgate_usage) t`,
+      `SELECT coalesce(json_agg(row_to_json(t) ORDER BY request_id), '[]') FROM (SELECT to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS ts, request_id, tenant, key_id, route, endpoint, stream, provider, model, attempts, status, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reserved_micro_usd, cost_micro_usd, usage_estimated, incomplete, session, duration_ms, error, upstream_endpoint, trace_id, budget, cache_saved_micro_usd, moved_from, moved_reason FROM tollgate_usage) t`,
       database,
     ),
   ) as Array<UsageRecord>
