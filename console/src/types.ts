@@ -67,6 +67,10 @@ export interface Totals {
   readonly cache_read_tokens: number
   readonly cache_write_tokens: number
   readonly cost_micro_usd: number
+  /** micro-USD the prompt cache saved (ADR 0073). */
+  readonly cache_saved_micro_usd: number
+  /** cache read / all prompt tokens, 0..1. */
+  readonly cache_hit_ratio: number
 }
 
 export interface UsageAnswer {

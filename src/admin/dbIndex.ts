@@ -31,6 +31,10 @@ const GROUP_KEY: Readonly<Record<GroupBy, readonly [string, string | undefined]>
   key: ["tenant || '/' || key_id", "tenant || '/' || key_id"],
   day: ["to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD')", "to_char(\"hour\" AT TIME ZONE 'UTC', 'YYYY-MM-DD')"],
   session: ["session", undefined],
+  target: [
+    "CASE WHEN provider IS NULL THEN NULL ELSE route || '/' || provider || '/' || coalesce(model, '') END",
+    "CASE WHEN provider = '' THEN NULL ELSE route || '/' || provider || '/' || model END",
+  ],
 }
 
 const SUM_COLUMNS = [

@@ -7,10 +7,10 @@ import { lowerBound, type Rows, type Tables } from "./columns.js"
 
 /**
  * How `/admin/usage` may group: the record's upstream model or provider, its
- * route, its tenant, its key (tenant and key id, `acme/ci`), its UTC date, or
- * its session.
+ * route, its tenant, its key (tenant and key id, `acme/ci`), its UTC date, its
+ * session, or its target on its route (`route/provider/model`, ADR 0073).
  */
-export type GroupBy = "model" | "provider" | "route" | "tenant" | "key" | "day" | "session"
+export type GroupBy = "model" | "provider" | "route" | "tenant" | "key" | "day" | "session" | "target"
 
 export const GROUP_BY: ReadonlyArray<GroupBy> = [
   "model",
@@ -20,6 +20,7 @@ export const GROUP_BY: ReadonlyArray<GroupBy> = [
   "key",
   "day",
   "session",
+  "target",
 ]
 
 /** A usage query. Bounds are epoch ms: `since` inclusive, `until` exclusive; undefined is open. */
@@ -131,6 +132,17 @@ const grouping = (tables: Tables, groupBy: Exclude<GroupBy, "day">): Grouping =>
       }
     case "session":
       return { column: "session", groupOf: undefined, name: named(tables.sessions.names) }
+    case "target":
+      // `route/provider/model`; a record no target served (no provider) is in the null group.
+      return {
+        column: "target",
+        groupOf: undefined,
+        name: (id) => {
+          const p = tables.providers.names[provider[id]!] ?? null
+          if (p === null) return null
+          return `${tables.routes.names[route[id]!] ?? ""}/${p}/${tables.models.names[model[id]!] ?? ""}`
+        },
+      }
   }
 }
 

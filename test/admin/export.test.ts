@@ -264,7 +264,7 @@ const csv = async (query: string) => {
 
 describe("GET /admin/usage?format=csv", () => {
   it("has the same groups as the JSON answer, for every grouping, with exact integers", async () => {
-    for (const groupBy of ["model", "provider", "route", "tenant", "key", "day", "session"]) {
+    for (const groupBy of ["model", "provider", "route", "tenant", "key", "day", "session", "target"]) {
       const query = `group_by=${groupBy}&since=${q(T0)}`
       const json = (await adminGet(h.url, `/admin/usage?${query}`)).body as {
         groups: Array<ReturnType<typeof sumRecords> & { key: string | null }>

@@ -59,6 +59,8 @@ const keyOf =
         return `${r.tenant}/${r.key_id}`
       case "route":
         return r.route === "" ? null : r.route
+      case "target":
+        return r.provider === null ? null : `${r.route}/${r.provider}/${r.model ?? ""}`
       default:
         return r[groupBy]
     }

@@ -68,7 +68,7 @@ describe("parseUsageQuery", () => {
     expect(error("group_by=team")).toMatchObject({
       param: "group_by",
       message:
-        'group_by: unknown grouping "team"; expected one of model, provider, route, tenant, key, day, session',
+        'group_by: unknown grouping "team"; expected one of model, provider, route, tenant, key, day, session, target',
     })
     expect(error("since=2026-12-02&until=2026-12-01")).toEqual({
       param: "since",

@@ -106,8 +106,11 @@ describe.each(["memory", "redis"] as const)("the console on the %s store", (stor
     await shot("login-error")
   })
 
-  it("signs in with the keyboard, and the overview shows the requests", async () => {
+  it("signs in with the keyboard, and the overview shows the requests and the prompt cache", async () => {
     await ask()
+    // The same prompt twice to a fake with a prompt cache: the second reads it.
+    await ask(key, "prompt-cache")
+    await ask(key, "prompt-cache")
     await page.goto(`${gateway.url}/admin/ui`)
     // The page moves focus to its heading once rendered; from there, Tab reaches the token field.
     await expect.poll(() => page.evaluate(() => document.activeElement?.tagName)).toBe("H1")
@@ -118,6 +121,12 @@ describe.each(["memory", "redis"] as const)("the console on the %s store", (stor
     await expect.poll(() => page.locator("main h1").textContent()).toBe("Overview")
     await expect.poll(() => page.getByTestId("total-requests").textContent()).not.toBe("0")
     await expect.poll(() => page.locator(".chart canvas").count()).toBe(2)
+    const cacheRow = page.locator('[data-testid="cache-table"] tbody tr[data-target^="claude/"]')
+    await expect.poll(() => cacheRow.count()).toBe(1)
+    expect(await cacheRow.locator("td").first().textContent()).not.toBe("0 %")
+    expect(await page.getByTestId("cache-table").locator("caption").textContent()).toMatch(
+      /^Prompt cache: [1-9]\d* % of prompt tokens read from it, \$0\.\d{4} saved$/,
+    )
     // Without usage.database the overview says it shows this copy's records only.
     expect(await page.getByTestId("usage-source").textContent()).toMatch(
       /^Records of this copy only, from its usage file/,

@@ -106,6 +106,7 @@ const GROUPINGS: Record<string, (r: UsageRecord) => string | null> = {
   provider: (r) => r.provider,
   session: (r) => r.session,
   day: (r) => r.ts.slice(0, 10),
+  target: (r) => (r.provider === null ? null : `${r.route}/${r.provider}/${r.model ?? ""}`),
 }
 
 const rangeQuery = (since: number | undefined, until: number | undefined) =>

@@ -1,8 +1,8 @@
 import { useMemo, useState } from "preact/hooks"
 import { query } from "../api.js"
 import { Chart } from "../chart.js"
-import { count, usd } from "../format.js"
-import type { Series } from "../types.js"
+import { count, percent, usd } from "../format.js"
+import type { Series, UsageAnswer } from "../types.js"
 import { Problem, useApi, UsageSourceNote } from "../useApi.js"
 import { Page } from "../ui.js"
 
@@ -27,6 +27,8 @@ export const Overview = () => {
   const { data, error, loading, reload, source } = useApi<Series>(
     `/admin/usage/series${query({ since, resolution: range.resolution })}`,
   )
+  // The prompt cache of each target on each route over the same range (ADR 0073).
+  const cache = useApi<UsageAnswer>(`/admin/usage${query({ since, group_by: "target" })}`)
   const charts = useMemo(() => {
     if (data === undefined) return undefined
     return {
@@ -98,7 +100,54 @@ export const Overview = () => {
           <Chart title="Spend (USD)" t={data.t} series={charts.spend} format={formatUsd} />
         </>
       )}
+      {cache.data !== undefined && <CacheTable answer={cache.data} loading={cache.loading} />}
     </Page>
+  )
+}
+
+/** Each target on each route that read or wrote the prompt cache: its hit ratio and what the cache saved. */
+const CacheTable = ({ answer, loading }: { answer: UsageAnswer; loading: boolean }) => {
+  const rows = (answer.groups ?? []).filter(
+    (g) => g.key !== null && g.cache_read_tokens + g.cache_write_tokens > 0,
+  )
+  return (
+    <table aria-busy={loading} data-testid="cache-table">
+      <caption>
+        Prompt cache: {percent(answer.totals.cache_hit_ratio)} of prompt tokens read from it,{" "}
+        {usd(answer.totals.cache_saved_micro_usd)} saved
+      </caption>
+      <thead>
+        <tr>
+          <th scope="col">Route / provider / model</th>
+          <th scope="col" class="num">
+            Cache hits
+          </th>
+          <th scope="col" class="num">
+            Cache read
+          </th>
+          <th scope="col" class="num">
+            Saved
+          </th>
+        </tr>
+      </thead>
+      <tbody>
+        {rows.length === 0 && (
+          <tr>
+            <td colSpan={4} class="muted">
+              No prompt-cache use in this range
+            </td>
+          </tr>
+        )}
+        {rows.map((g) => (
+          <tr key={g.key!} data-target={g.key!}>
+            <th scope="row">{g.key}</th>
+            <td class="num">{percent(g.cache_hit_ratio)}</td>
+            <td class="num">{count(g.cache_read_tokens)}</td>
+            <td class="num">{usd(g.cache_saved_micro_usd)}</td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
   )
 }
 

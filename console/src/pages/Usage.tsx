@@ -1,11 +1,11 @@
 import { useState } from "preact/hooks"
 import { ApiError, download, query } from "../api.js"
-import { count, usd } from "../format.js"
+import { count, percent, usd } from "../format.js"
 import type { TenantView, Totals, UsageAnswer } from "../types.js"
 import { Problem, useApi, UsageSourceNote } from "../useApi.js"
 import { Page, TenantOptions } from "../ui.js"
 
-const GROUPS = ["model", "provider", "route", "tenant", "key", "day", "session"] as const
+const GROUPS = ["model", "provider", "route", "tenant", "key", "day", "session", "target"] as const
 
 /** The numeric columns of a group, as in `/admin/usage` and its CSV. */
 const COLUMNS = [
@@ -15,6 +15,8 @@ const COLUMNS = [
   { field: "cache_read_tokens", label: "Cache read" },
   { field: "cache_write_tokens", label: "Cache write" },
   { field: "cost_micro_usd", label: "Cost" },
+  { field: "cache_saved_micro_usd", label: "Cache saved" },
+  { field: "cache_hit_ratio", label: "Cache hits" },
 ] as const satisfies ReadonlyArray<{ field: keyof Totals; label: string }>
 
 const today = (): string => new Date().toISOString().slice(0, 10)
@@ -107,7 +109,11 @@ export const Usage = () => {
                 <th scope="row">{g.key ?? <span class="muted">(none)</span>}</th>
                 {COLUMNS.map(({ field }) => (
                   <td class="num" key={field}>
-                    {field === "cost_micro_usd" ? usd(g[field]) : count(g[field])}
+                    {field === "cost_micro_usd" || field === "cache_saved_micro_usd"
+                      ? usd(g[field])
+                      : field === "cache_hit_ratio"
+                        ? percent(g[field])
+                        : count(g[field])}
                   </td>
                 ))}
               </tr>
