@@ -16,7 +16,7 @@
 // line (the last line of stdout).
 // Options (env): BENCH_DURATION_S (5), BENCH_WARMUP_S (1), BENCH_PRIME_S (6), BENCH_CONCURRENCY (64), BENCH_RPS (500),
 // BENCH_ROUNDS (1), BENCH_PAIRS (4), BENCH_PAIR_S (3), BENCH_LATENCY_PAIR_S (5), BENCH_STREAMS (1000), BENCH_API (anthropic | openai), BENCH_UPSTREAM (fake | stub), BENCH_LIMITS (1 | 0),
-// BENCH_REDIS (1 | 0), BENCH_SHARED (1 | 0: the shared-breakers row, with BENCH_REDIS), BENCH_FALLBACK (1 | 0), BENCH_TRACING (1 | 0), BENCH_RESPONSES (1 | 0), BENCH_TRANSLATED (1 | 0), BENCH_CLOUDS (1 | 0), BENCH_PATH_ROUNDS (2),
+// BENCH_REDIS (1 | 0), BENCH_SHARED (1 | 0: the shared-breakers row, with BENCH_REDIS), BENCH_FALLBACK (1 | 0), BENCH_TRACING (1 | 0), BENCH_RESPONSES (1 | 0), BENCH_TRANSLATED (1 | 0), BENCH_CLOUDS (1 | 0), BENCH_STICKY (1 | 0), BENCH_PATH_ROUNDS (2),
 // BENCH_TOLLGATE, BENCH_FAKEPROVIDER and BENCH_REDIS_SERVER
 // (binary paths; default bin/tollgate, bin/fakeprovider, redis-server on PATH). See bench/README.md.
 import { existsSync, rmSync } from "node:fs"
@@ -102,6 +102,7 @@ const readOptions = () => ({
   responses: flag("BENCH_RESPONSES"),
   translated: flag("BENCH_TRANSLATED"),
   clouds: flag("BENCH_CLOUDS"),
+  sticky: flag("BENCH_STICKY"),
   // Rounded up to an even count, like BENCH_PAIRS: the order of each group alternates from round to round.
   pathRounds: 2 * Math.ceil(Math.round(number("BENCH_PATH_ROUNDS", 2, { zero: true })) / 2),
   jsonTokens: 16,
@@ -284,6 +285,10 @@ const startAll = async (dir) => {
     tollgate_messages: () => startTollgate("tollgate_messages", {}),
     tollgate_bedrock: () => startTollgate("tollgate_bedrock", {}),
     tollgate_gemini: () => startTollgate("tollgate_gemini", {}),
+    tollgate_unsticky: () => startTollgate("tollgate_unsticky", {}),
+    tollgate_sticky: () => startTollgate("tollgate_sticky", {}),
+    tollgate_unsticky_redis: () => startRedisRow("tollgate_unsticky_redis"),
+    tollgate_sticky_redis: () => startRedisRow("tollgate_sticky_redis"),
   }
   const started = [
     ...enabled.filter((target) => target !== "direct"),

@@ -92,7 +92,7 @@ export const appLayer = (
           cluster: config.store.cluster,
           leaseRequests: config.store.leaseRequests,
         })
-      : layerMemory({ usageFile: config.usageFile }))
+      : layerMemory({ usageFile: config.usageFile, maxSessions: config.sessions.maxPerTenant }))
   const telemetry = overrides.telemetry ?? Metrics.layerTelemetry
   const usage = usageLayers(config)
   const base = Layer.mergeAll(

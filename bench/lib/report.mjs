@@ -33,6 +33,10 @@ export const LABELS = {
   tollgate_messages: "tollgate messages",
   tollgate_bedrock: "tollgate bedrock",
   tollgate_gemini: "tollgate gemini (translated)",
+  tollgate_unsticky: "tollgate not sticky",
+  tollgate_sticky: "tollgate sticky",
+  tollgate_unsticky_redis: "tollgate not sticky (redis)",
+  tollgate_sticky_redis: "tollgate sticky (redis)",
 }
 
 /**
@@ -45,11 +49,15 @@ export const LABELS = {
  *   clouds       POST /v1/messages (Anthropic SDK's shape) through bench-claude (passthrough), through
  *                bench-bedrock (a Bedrock target: SigV4, event-stream frames to SSE) and through
  *                bench-gemini (translate: true to a Gemini target: Messages → Chat → Gemini and back)
+ *   sticky       POST /v1/messages through bench-claude and through bench-sticky (the same target,
+ *                `sticky: true`: every request's session target is looked up in the store), on the memory
+ *                store and on a Redis store (ADR 0073)
  */
 export const PATH_GROUPS = {
   responses: ["plain_proxy_responses", "tollgate_responses"],
   translated: ["plain_proxy_chat", "tollgate_chat", "tollgate_translated"],
   clouds: ["tollgate_messages", "tollgate_bedrock", "tollgate_gemini"],
+  sticky: ["tollgate_unsticky", "tollgate_sticky", "tollgate_unsticky_redis", "tollgate_sticky_redis"],
 }
 export const PATH_TARGETS = Object.values(PATH_GROUPS).flat()
 
@@ -61,6 +69,8 @@ const PATH_COMPARISONS = [
   { name: "translatedOverChat", row: "tollgate_translated", base: "tollgate_chat" },
   { name: "bedrockOverMessages", row: "tollgate_bedrock", base: "tollgate_messages" },
   { name: "geminiOverMessages", row: "tollgate_gemini", base: "tollgate_messages" },
+  { name: "stickyOverUnsticky", row: "tollgate_sticky", base: "tollgate_unsticky" },
+  { name: "stickyRedisOverUnstickyRedis", row: "tollgate_sticky_redis", base: "tollgate_unsticky_redis" },
 ]
 
 /** The measurements of a row: the fallback row has no SSE run (only JSON throughput and latency). */

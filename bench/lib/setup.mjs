@@ -23,6 +23,11 @@
 //                            as a `bedrock` provider (SigV4 signed, the stream as event-stream frames)
 //   tollgate_gemini          the `tollgate` config plus route `bench-gemini` (`api: anthropic`,
 //                            `translate: true`) whose only target is the fake as a `gemini` provider
+//   tollgate_unsticky        the `tollgate` config, in a process of its own, sent Anthropic Messages
+//   tollgate_sticky          the `tollgate` config plus route `bench-sticky`: bench-claude's target with
+//                            `sticky: true` (every request has the same derived session: a store lookup
+//                            that finds its target each time)
+//   tollgate_unsticky_redis, tollgate_sticky_redis   the same two on a Redis store (no limits)
 //   tollgate_traced          the `tollgate` config plus tracing (#18): `telemetry` with `otlp_endpoint` the
 //                            bench's OTLP sink (bench/lib/collector.mjs) and `sample_ratio: 1.0`, so every
 //                            request makes a trace that is exported
@@ -73,7 +78,16 @@ const providers = (name, url) =>
 `
 
 /** The variants on the Redis store (the ones that need a `redisUrl`). */
-export const REDIS_VARIANTS = ["tollgate_limits_redis", "tollgate_limits_redis_shared"]
+export const REDIS_VARIANTS = [
+  "tollgate_limits_redis",
+  "tollgate_limits_redis_shared",
+  "tollgate_unsticky_redis",
+  "tollgate_sticky_redis",
+]
+
+/** The sticky rows' route (ADR 0073): bench-claude's one target, `sticky: true`. */
+const STICKY_ROUTE = "bench-sticky"
+const STICKY_VARIANTS = ["tollgate_sticky", "tollgate_sticky_redis"]
 
 /** The variant that also writes every record to the usage database (`usage.database`, its URL in this variable). */
 export const USAGE_DB_VARIANT = "tollgate_usage_db"
@@ -112,7 +126,15 @@ export const writeTollgateConfig = async (
   otlp_endpoint: ${collectorUrl}
   sample_ratio: ${sampleRatio.toFixed(1)}
 `
-  const limited = variant === "tollgate_limits_memory" || redis
+  const limited = variant === "tollgate_limits_memory" || variant.startsWith("tollgate_limits_redis")
+  const stickyRoute = STICKY_VARIANTS.includes(variant)
+    ? `  ${STICKY_ROUTE}:
+    api: anthropic
+    sticky: true
+    targets:
+      - { provider: ${PROVIDERS.anthropic}, model: ${UPSTREAM_MODELS.anthropic} }
+`
+    : ""
   const shared = variant === "tollgate_limits_redis_shared"
   const fallback = variant === "tollgate_fallback"
   const translatedRoute =
@@ -184,7 +206,7 @@ ${providers("fake", upstreamUrl)}${cloudProviders}${fallback ? providers("failin
     api: openai
     targets:
       - { provider: ${PROVIDERS.openai}, model: ${UPSTREAM_MODELS.openai} }
-${fallbackRoutes}${translatedRoute}${cloudRoute}tenants:
+${fallbackRoutes}${translatedRoute}${cloudRoute}${stickyRoute}tenants:
   bench:
     keys:
       - { id: bench, sha256: ${sha256} }
@@ -279,6 +301,10 @@ export const PATH_ROWS = {
   tollgate_messages: { endpoint: "messages", route: ROUTES.anthropic },
   tollgate_bedrock: { endpoint: "messages", route: CLOUD_ROUTES.tollgate_bedrock },
   tollgate_gemini: { endpoint: "messages", route: CLOUD_ROUTES.tollgate_gemini },
+  tollgate_unsticky: { endpoint: "messages", route: ROUTES.anthropic },
+  tollgate_sticky: { endpoint: "messages", route: STICKY_ROUTE },
+  tollgate_unsticky_redis: { endpoint: "messages", route: ROUTES.anthropic },
+  tollgate_sticky_redis: { endpoint: "messages", route: STICKY_ROUTE },
 }
 
 /**

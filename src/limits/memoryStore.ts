@@ -411,7 +411,7 @@ export const makeMemoryStore = (): StoreService => make().service
  * session when `ts` is less than 24 h before `now` (the session's last
  * request = its latest `ts`).
  */
-const restore = Effect.fnUntraced(function* (file: string) {
+const restore = Effect.fnUntraced(function* (file: string, maxSessions: number) {
   const now = yield* Clock.currentTimeMillis
   const periods = [
     { name: "day" as const, ...dayPeriod(now) },
@@ -444,7 +444,7 @@ const restore = Effect.fnUntraced(function* (file: string) {
           { tenant: record.tenant, route: record.route, session: record.session },
           sessionTargetId(record.provider, record.model),
           ts,
-          Number.MAX_SAFE_INTEGER,
+          maxSessions,
         )
       }
     }
@@ -470,9 +470,11 @@ const restore = Effect.fnUntraced(function* (file: string) {
  */
 export const layerMemory = (options?: {
   readonly usageFile?: string
+  /** `sessions.max_per_tenant`: the most session targets per tenant the restore keeps (default 10,000). */
+  readonly maxSessions?: number
 }): Layer.Layer<Store, UsageFileError> => {
   const file = options?.usageFile
   return file === undefined
     ? Layer.sync(Store, () => Store.of(makeMemoryStore()))
-    : Layer.effect(Store, restore(file))
+    : Layer.effect(Store, restore(file, options?.maxSessions ?? 10_000))
 }

@@ -17,7 +17,7 @@ import { Effect, Layer } from "effect"
 import { ADMIT_LUA } from "./lua/admit.js"
 import { acquireRedis, passwordsOf, type RedisClientOptions } from "./redisClient.js"
 import { EXTEND_LUA } from "./lua/extend.js"
-import { MANY_ADMIT, MANY_LUA, MANY_RELEASE } from "./lua/many.js"
+import { MANY_ADMIT, MANY_LUA, MANY_RELEASE, MANY_SESSION_TARGET } from "./lua/many.js"
 import { makeDeferredSettles } from "./redisDeferred.js"
 import { type Lease, LEASE_MARGIN, LEASE_REQUESTS, LEASE_SLACK, leaseId } from "./redisLease.js"
 import { type Arg, makeTurnCalls, type RedisWithScripts } from "./redisTurn.js"
@@ -465,14 +465,14 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
 
   const sessionTarget: StoreService["sessionTarget"] = (key, now) => {
     const k = keys(key.tenant)
+    // With the turn's other calls, in one script call (ADR 0062).
     return Effect.map(
       send("sessionTarget", () =>
-        redis.tollgateSessionTarget(
-          k.targets,
-          k.targetsUsed,
-          `${key.route}\n${key.session}`,
-          now,
-          SESSION_TTL_MS,
+        enqueue(
+          key.tenant,
+          MANY_SESSION_TARGET,
+          [k.targets, k.targetsUsed],
+          [`${key.route}\n${key.session}`, now, SESSION_TTL_MS],
         ),
       ),
       (value) => (typeof value === "string" ? value : undefined),

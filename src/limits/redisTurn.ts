@@ -7,7 +7,7 @@
  * cluster); settlements of the same keys in a turn merge into one.
  */
 import type { Redis } from "ioredis"
-import { MANY_ADMIT, MANY_RELEASE, MANY_SETTLE } from "./lua/many.js"
+import { MANY_ADMIT, MANY_RELEASE, MANY_SESSION_TARGET, MANY_SETTLE } from "./lua/many.js"
 
 export type Arg = string | number
 
@@ -23,7 +23,7 @@ export interface RedisWithScripts extends Redis {
 
 /** An admission or a settlement waiting for the end of the event-loop turn. */
 interface Call {
-  readonly op: typeof MANY_ADMIT | typeof MANY_SETTLE | typeof MANY_RELEASE
+  readonly op: typeof MANY_ADMIT | typeof MANY_SETTLE | typeof MANY_RELEASE | typeof MANY_SESSION_TARGET
   readonly keys: ReadonlyArray<Arg>
   readonly args: Array<Arg>
   /** Replaced by a merged settlement, to answer both. */
@@ -113,7 +113,9 @@ export const makeTurnCalls = (redis: RedisWithScripts, cluster: boolean): TurnCa
       const reply: Promise<unknown> =
         call.op === MANY_ADMIT
           ? redis.tollgateAdmit(call.keys.length, ...call.keys, ...call.args)
-          : redis.tollgateSettle(call.keys.length, ...call.keys, ...call.args)
+          : call.op === MANY_SESSION_TARGET
+            ? redis.tollgateSessionTarget(...call.keys, ...call.args)
+            : redis.tollgateSettle(call.keys.length, ...call.keys, ...call.args)
       reply.then(call.resolve, call.reject)
       return
     }

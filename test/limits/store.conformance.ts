@@ -162,6 +162,19 @@ export const storeSuite = (name: string, layer: () => Layer.Layer<Store, unknown
         assert.strictEqual(yield* store.sessionTarget(key, 3_000 + 3 * day), undefined)
       }))
 
+    test("answers session-target lookups made at once (one script call of the turn on Redis), each its own", () =>
+      Effect.gen(function* () {
+        const store = yield* Store
+        const tenant = `stickymany_${name}_${Math.random().toString(36).slice(2)}`
+        const key = (session: string) => ({ tenant, route: "claude", session })
+        for (let i = 0; i < 5; i++) yield* store.rememberSessionTarget(key(`s${i}`), `t${i}`, 1_000, 100)
+        const found = yield* Effect.all(
+          [0, 1, 2, 3, 4, 5].map((i) => store.sessionTarget(key(`s${i}`), 2_000)),
+          { concurrency: "unbounded" },
+        )
+        assert.deepStrictEqual(found, ["t0", "t1", "t2", "t3", "t4", undefined])
+      }))
+
     test("keeps at most maxSessions session targets per tenant, forgetting the least recently used", () =>
       Effect.gen(function* () {
         const store = yield* Store

@@ -188,3 +188,33 @@ describe("memory store restore from the usage file", () => {
     }),
   )
 })
+
+describe("memory store restore of sticky session targets", () => {
+  const served = (ts: string, session: string, provider: string, status = 200) =>
+    encodeRecord(
+      sampleRecord({ ts, session, provider, status, route: "claude", request_id: `${session}-${ts}` }),
+    )
+
+  it.effect("remembers each session's last 2xx target of the last 24 h, at most maxSessions per tenant", () =>
+    Effect.gen(function* () {
+      const file = yield* usageFile([
+        served("2026-12-01T08:00:00.000Z", "s-old", "a"),
+        served("2026-12-02T07:00:00.000Z", "s2", "a"),
+        served("2026-12-02T07:30:00.000Z", "s3", "b"),
+        served("2026-12-02T08:00:00.000Z", "s1", "a"),
+        served("2026-12-02T08:30:00.000Z", "s1", "b"),
+        served("2026-12-02T08:40:00.000Z", "s1", "a", 529),
+      ])
+      const now = Date.parse("2026-12-02T10:00:00.000Z")
+      yield* TestClock.setTime(now)
+      const found = yield* Effect.flatMap(Store, (store) =>
+        Effect.forEach(["s-old", "s1", "s2", "s3"], (session) =>
+          store.sessionTarget({ tenant: "acme", route: "claude", session }, now),
+        ),
+      ).pipe(Effect.provide(layerMemory({ usageFile: file, maxSessions: 2 })))
+      // s-old is older than 24 h; s1's last served request was b's (the 529 served nothing); of s1, s2 and
+      // s3 the least recently used (s2) is forgotten to keep 2.
+      assert.deepStrictEqual(found, [undefined, "b\nclaude-sonnet-5-5", undefined, "b\nclaude-sonnet-5-5"])
+    }),
+  )
+})

@@ -1,12 +1,15 @@
 import { ADMIT_BODY } from "./admit.js"
 import { LUA_PRELUDE } from "./prelude.js"
 import { RELEASE_BODY } from "./release.js"
+import { SESSION_TARGET_BODY } from "./sessionTarget.js"
 import { SETTLE_BODY } from "./settle.js"
 
 /** Operation codes of {@link MANY_LUA}. */
 export const MANY_ADMIT = 1
 export const MANY_SETTLE = 2
 export const MANY_RELEASE = 3
+/** A sticky route's session-target lookup (`sessionTarget.ts`; ADR 0073). */
+export const MANY_SESSION_TARGET = 4
 
 /**
  * Many admissions and settlements in one script call (ADR 0062): the calls
@@ -16,7 +19,7 @@ export const MANY_RELEASE = 3
  *
  * KEYS: every call's keys, one call after the other.
  * ARGV: 1 the number of calls, then per call: its operation
- * ({@link MANY_ADMIT}, {@link MANY_SETTLE} or {@link MANY_RELEASE}), its number of keys, its
+ * ({@link MANY_ADMIT}, {@link MANY_SETTLE}, {@link MANY_RELEASE} or {@link MANY_SESSION_TARGET}), its number of keys, its
  * number of arguments, then its arguments.
  *
  * Returns one reply per call, in order: what its own script returns.
@@ -31,7 +34,10 @@ end
 local function release(KEYS, ARGV)
 ${RELEASE_BODY}
 end
-local run = {admit, settle, release}
+local function sessionTarget(KEYS, ARGV)
+${SESSION_TARGET_BODY}
+end
+local run = {admit, settle, release, sessionTarget}
 local out = {}
 local k, a = 0, 2
 for r = 1, tonumber(ARGV[1]) do

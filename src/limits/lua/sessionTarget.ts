@@ -14,7 +14,7 @@
  * target, or false when none is remembered or it was last used a lifetime
  * ago (then it is forgotten); a target found counts as used at `now`.
  */
-export const SESSION_TARGET_LUA = `
+export const SESSION_TARGET_BODY = `
 local target = redis.call("HGET", KEYS[1], ARGV[1])
 if not target then return false end
 local now = tonumber(ARGV[2])
@@ -30,6 +30,7 @@ redis.call("PEXPIRE", KEYS[1], ttl)
 redis.call("PEXPIRE", KEYS[2], ttl)
 return target
 `
+export const SESSION_TARGET_LUA = SESSION_TARGET_BODY
 
 /**
  * Remember. ARGV: 1 field, 2 target, 3 now (epoch ms), 4 lifetime ms, 5 most
