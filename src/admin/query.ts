@@ -134,14 +134,14 @@ const grouping = (tables: Tables, groupBy: Exclude<GroupBy, "day">): Grouping =>
       return { column: "session", groupOf: undefined, name: named(tables.sessions.names) }
     case "target":
       // `route/provider/model`; a record no target served (no provider) is in the null group.
+      // Every target without a provider is one group (-1).
       return {
         column: "target",
-        groupOf: undefined,
-        name: (id) => {
-          const p = tables.providers.names[provider[id]!] ?? null
-          if (p === null) return null
-          return `${tables.routes.names[route[id]!] ?? ""}/${p}/${tables.models.names[model[id]!] ?? ""}`
-        },
+        groupOf: provider.map((p, id) => ((tables.providers.names[p] ?? null) === null ? -1 : id)),
+        name: (id) =>
+          id < 0
+            ? null
+            : `${tables.routes.names[route[id]!] ?? ""}/${tables.providers.names[provider[id]!]}/${tables.models.names[model[id]!] ?? ""}`,
       }
   }
 }

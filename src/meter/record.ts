@@ -118,6 +118,12 @@ const LATER_NULLABLE_STRING_FIELDS = [
   "moved_from",
   "moved_reason",
 ] as const
+/** Every text field but `ts` (the usage table's text columns). */
+export const TEXT_FIELDS = [
+  ...STRING_FIELDS.filter((k) => k !== "ts"),
+  ...NULLABLE_STRING_FIELDS,
+  ...LATER_NULLABLE_STRING_FIELDS,
+] as const
 /** Number fields added after the first release: absent in older records, read as 0. */
 const LATER_NUMBER_FIELDS = ["cache_saved_micro_usd"] as const
 

@@ -29,6 +29,9 @@ export const TOKEN_KINDS = ["input", "output", "cache_read", "cache_write"] as c
 
 export const makeInstruments = (registry: Registry) => {
   const registers = [registry]
+  /** A counter by route and target (provider and upstream model). */
+  const byTarget = (name: string, help: string) =>
+    new Counter({ name, help, labelNames: ["route", "provider", "model"] as const, registers })
   return {
     requests: new Counter({
       name: "tollgate_requests_total",
@@ -83,36 +86,26 @@ export const makeInstruments = (registry: Registry) => {
       labelNames: ["tenant", "route", "model", "kind"] as const,
       registers,
     }),
-    cacheReadTokens: new Counter({
-      name: "tollgate_cache_read_tokens_total",
-      help: "Prompt tokens read from the provider's prompt cache, by route, provider and upstream model.",
-      labelNames: ["route", "provider", "model"] as const,
-      registers,
-    }),
-    promptTokens: new Counter({
-      name: "tollgate_prompt_tokens_total",
-      help: "Prompt tokens of every kind (input + cache read + cache write), by route, provider and upstream model: the denominator of the cache-hit ratio.",
-      labelNames: ["route", "provider", "model"] as const,
-      registers,
-    }),
-    cacheSaved: new Counter({
-      name: "tollgate_cache_saved_micro_usd_total",
-      help: "micro-USD the prompt cache saved: cache-read tokens at the input price less their cache-read price, by route, provider and upstream model.",
-      labelNames: ["route", "provider", "model"] as const,
-      registers,
-    }),
-    sessionMoves: new Counter({
-      name: "tollgate_session_moves_total",
-      help: "Sessions of sticky routes that left the target that served them (it was unavailable), by route and the provider and model they moved to.",
-      labelNames: ["route", "provider", "model"] as const,
-      registers,
-    }),
-    unpriced: new Counter({
-      name: "tollgate_unpriced_requests_total",
-      help: "Requests served (2xx) by a target with no price in the price table: their cost was recorded as 0.",
-      labelNames: ["route", "provider", "model"] as const,
-      registers,
-    }),
+    cacheReadTokens: byTarget(
+      "tollgate_cache_read_tokens_total",
+      "Prompt tokens read from the provider's prompt cache, by route, provider and upstream model.",
+    ),
+    promptTokens: byTarget(
+      "tollgate_prompt_tokens_total",
+      "Prompt tokens of every kind (input + cache read + cache write), by route, provider and upstream model: the denominator of the cache-hit ratio.",
+    ),
+    cacheSaved: byTarget(
+      "tollgate_cache_saved_micro_usd_total",
+      "micro-USD the prompt cache saved: cache-read tokens at the input price less their cache-read price, by route, provider and upstream model.",
+    ),
+    sessionMoves: byTarget(
+      "tollgate_session_moves_total",
+      "Sessions of sticky routes that left the target that served them (it was unavailable), by route and the provider and model they moved to.",
+    ),
+    unpriced: byTarget(
+      "tollgate_unpriced_requests_total",
+      "Requests served (2xx) by a target with no price in the price table: their cost was recorded as 0.",
+    ),
     configReloads: new Counter({
       name: "tollgate_config_reloads_total",
       help: "Config reloads (SIGHUP, POST /admin/reload): applied (ok) or refused as invalid (error).",

@@ -11,7 +11,7 @@
  */
 import { Cause, Clock, Context, Data, Duration, Effect, Layer, Option, Redacted } from "effect"
 import type { UsageDatabaseConfig } from "../config/model.js"
-import { decodeRecord, NUMBER_FIELDS, type UsageRecord } from "../meter/record.js"
+import { decodeRecord, NUMBER_FIELDS, TEXT_FIELDS, type UsageRecord } from "../meter/record.js"
 import { UsageLog, type UsageLogService } from "../meter/UsageLog.js"
 import { UsageBacklog } from "../ops/UsageBacklog.js"
 import { UsageDbStats } from "../ops/UsageDbStats.js"
@@ -52,23 +52,6 @@ export const targetOf = (url: string, table: string): string => {
     return `?/${table}`
   }
 }
-
-const TEXT_FIELDS = [
-  "request_id",
-  "tenant",
-  "key_id",
-  "route",
-  "endpoint",
-  "provider",
-  "model",
-  "session",
-  "error",
-  "upstream_endpoint",
-  "trace_id",
-  "budget",
-  "moved_from",
-  "moved_reason",
-] as const
 
 /** A UTF-16 surrogate not in a pair (in unicode mode a pair is one code point, not `Cs`). */
 const LONE_SURROGATE = /\p{Cs}/u
