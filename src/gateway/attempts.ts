@@ -50,6 +50,17 @@ const ruleFor = (response: AttemptResponse): { rule: Rule; reason: string; error
   return { rule: ruleForStatus(status), reason: `status ${status}`, errorType: String(status) }
 }
 
+/** Adds a target's outcome; the first target's is the tally's `firstReason` (why a sticky session moved). */
+const pushOutcome = (
+  outcomes: Array<TargetOutcome>,
+  tally: AttemptTally,
+  first: boolean,
+  outcome: TargetOutcome,
+): void => {
+  outcomes.push(outcome)
+  if (first && tally.firstReason === undefined) tally.firstReason = outcome.reason
+}
+
 export interface AttemptDeps {
   readonly providers: ProviderView
   readonly deadlines: Deadlines["Service"]
@@ -92,17 +103,16 @@ export const makeAttempts = (deps: AttemptDeps) => {
     let blockedUntil = Number.POSITIVE_INFINITY
     /** A failed attempt's response, kept unread until Tollgate knows whether another attempt follows. */
     let held: { readonly chosen: Chosen; readonly scope: Scope.Closeable } | undefined
-    const first = order[0]
-    const outcome = (o: TargetOutcome) => {
-      outcomes.push(o)
-      if (tally.firstReason === undefined && o.provider === first?.provider && o.model === first.model)
-        tally.firstReason = o.reason
-    }
     targets: for (const target of order) {
       const client = targetClient(providers, target)
       const upstream = requestFor(client, request, translations)
       if (typeof upstream === "string") {
-        outcome({ provider: target.provider, model: target.model, outcome: "skipped", reason: upstream })
+        pushOutcome(outcomes, tally, target === order[0], {
+          provider: target.provider,
+          model: target.model,
+          outcome: "skipped",
+          reason: upstream,
+        })
         continue
       }
       let triesHere = 0
@@ -124,7 +134,7 @@ export const makeAttempts = (deps: AttemptDeps) => {
           : acquired
         if (permit._tag === "Blocked") {
           yield* Scope.close(scope, Exit.void)
-          outcome({
+          pushOutcome(outcomes, tally, target === order[0], {
             provider: target.provider,
             model: target.model,
             outcome: "skipped",
@@ -140,7 +150,7 @@ export const makeAttempts = (deps: AttemptDeps) => {
           telemetry.retryBudgetRefused()
           trace?.retryBudgetRefused(target)
           yield* Scope.close(scope, Exit.void)
-          outcome({
+          pushOutcome(outcomes, tally, target === order[0], {
             provider: target.provider,
             model: target.model,
             outcome: "skipped",
@@ -173,7 +183,7 @@ export const makeAttempts = (deps: AttemptDeps) => {
           hold.report("failure")
           trace?.attemptFailed(result.reason, result.detail)
           yield* Scope.close(scope, Exit.void)
-          outcome({
+          pushOutcome(outcomes, tally, target === order[0], {
             provider: target.provider,
             model: target.model,
             outcome: "failed",
@@ -199,7 +209,12 @@ export const makeAttempts = (deps: AttemptDeps) => {
           if (ms !== undefined && ms > 0)
             breakers.cooldown(target.provider, target.model, client.region, now + ms)
         }
-        outcome({ provider: target.provider, model: target.model, outcome: "failed", reason })
+        pushOutcome(outcomes, tally, target === order[0], {
+          provider: target.provider,
+          model: target.model,
+          outcome: "failed",
+          reason,
+        })
         trace?.attemptDiscarded(errorType, reason)
         held = { chosen, scope }
         if (rule.decision === "retry_same" && triesHere < 2) continue

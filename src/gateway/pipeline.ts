@@ -17,7 +17,7 @@ import {
 } from "../domain/errors.js"
 import type { ParsedRequest } from "../domain/request.js"
 import type { Limits } from "../limits/Limits.js"
-import { sessionTargetLabel, type ResponseOwner } from "../limits/Store.js"
+import type { ResponseOwner } from "../limits/Store.js"
 import type { Meter } from "../meter/Meter.js"
 import type { UsageLog } from "../meter/UsageLog.js"
 import { logRequestLine } from "../ops/logger.js"
@@ -29,7 +29,7 @@ import type { Deadlines } from "../reliability/Deadlines.js"
 import type { RetryBudget } from "../reliability/RetryBudget.js"
 import { makePriceBook, overspendExcess, planAdmission } from "./admission.js"
 import { makeAttempts } from "./attempts.js"
-import { pickWeighted, routePlan } from "./routing.js"
+import { makeRouting } from "./routing.js"
 import { parseRequest } from "./parse.js"
 import { writeError } from "./respond.js"
 import { translationsFor, untranslatable } from "./translation.js"
@@ -80,6 +80,7 @@ export const makePipeline = (deps: PipelineDeps) => {
   const { config, providers, deadlines, usageLog, limits, telemetry, openRequests, random } = deps
   const price = makePriceBook(config)
   const attempts = makeAttempts(deps)
+  const routing = makeRouting({ limits, telemetry, random })
   const serve = makeServe({ deadlines, meters: deps.meters, limits, telemetry, price })
 
   const resolveRoute = (info: RequestInfo, request: ParsedRequest): RouteConfig | GatewayError => {
@@ -216,39 +217,13 @@ export const makePipeline = (deps: PipelineDeps) => {
       if (owner !== undefined) route = yield* ownersTargets(route, tenant.name, owner)
     }
     // Weighted and sticky routes choose their order (ADR 0073); a request narrowed above keeps its targets.
-    let order = route.targets
-    if (route === progress.route && (route.sticky || route.strategy === "weighted")) {
-      const plan = routePlan(route)
-      let first = -1
-      const session = p.sessionId
-      if (route.sticky && session !== undefined) {
-        const key = { tenant: tenant.name, route: route.name, session }
-        const remembered = yield* limits.sessionTarget(key)
-        progress.sticky = { key, remembered, moved: undefined }
-        if (remembered !== undefined) first = plan.byId.get(remembered) ?? -1
-      }
-      if (first < 0) first = route.strategy === "weighted" ? pickWeighted(plan, random.nextDoubleUnsafe()) : 0
-      order = plan.orders[first]!
-    }
+    const order =
+      route === progress.route && (route.sticky || route.strategy === "weighted")
+        ? yield* routing.order(route, tenant.name, p.sessionId, progress)
+        : route.targets
     const chosen = yield* attempts(progress.tally, request, route, info, progress.translations, order)
-    const sticky = progress.sticky
-    if (sticky !== undefined && chosen.served) {
-      const id = routePlan(route).idOf.get(chosen.target)!
-      if (id !== sticky.remembered) {
-        if (sticky.remembered !== undefined) {
-          const moved = {
-            from: sessionTargetLabel(sticky.remembered),
-            reason: routePlan(route).byId.has(sticky.remembered)
-              ? (progress.tally.firstReason ?? "unknown")
-              : "not_a_target",
-          }
-          sticky.moved = moved
-          telemetry.sessionMoved(route.name, chosen.target.provider, chosen.target.model)
-          info.trace?.sessionMoved(moved.from, chosen.target, moved.reason)
-        }
-        yield* limits.rememberSessionTarget(sticky.key, id)
-      }
-    }
+    if (progress.sticky !== undefined && chosen.served)
+      yield* routing.served(route, chosen.target, info, progress)
     // Returned to run after this generator has ended: its frame (everything above) is not held for as long as
     // the response streams. (serve reports the relay's outcome to the attempt's breaker.)
     return serve(info, progress, chosen, res)

@@ -78,7 +78,7 @@ interface TenantData {
    * `route\nsession` → the target that served the session's last request on a sticky route (ADR 0073);
    * insertion order follows the last use, so the least recently used are at the front.
    */
-  readonly targets: Map<string, { readonly target: string; readonly last: number }>
+  readonly targets: Map<string, { readonly target: string; last: number }>
 }
 
 const ZERO: Counts = { requests: 0, tokens: 0 }
@@ -366,7 +366,9 @@ const make = () => {
     if (entry === undefined) return undefined
     data.targets.delete(k)
     if (!isSessionLive(entry.last, now)) return undefined
-    data.targets.set(k, { target: entry.target, last: Math.max(entry.last, now) })
+    // Moved to the end: the map's order is the order of last use.
+    entry.last = Math.max(entry.last, now)
+    data.targets.set(k, entry)
     return entry.target
   }
   const rememberSessionTarget = (

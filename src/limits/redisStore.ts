@@ -22,7 +22,7 @@ import { makeDeferredSettles } from "./redisDeferred.js"
 import { type Lease, LEASE_MARGIN, LEASE_REQUESTS, LEASE_SLACK, leaseId } from "./redisLease.js"
 import { type Arg, makeTurnCalls, type RedisWithScripts } from "./redisTurn.js"
 import { SETTLE_LUA } from "./lua/settle.js"
-import { REMEMBER_SESSION_TARGET_LUA, SESSION_TARGET_LUA } from "./lua/sessionTarget.js"
+import { REMEMBER_SESSION_TARGET_LUA, SESSION_TARGET_BODY } from "./lua/sessionTarget.js"
 import { TENANT_STATE_LUA } from "./lua/tenantState.js"
 import type { BudgetName } from "../domain/errors.js"
 import { isSessionLive, REFUSAL_CODES, sortSessions, windowAt } from "./lua/rules.js"
@@ -121,7 +121,7 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
       tollgateExtend: { lua: EXTEND_LUA },
       tollgateTenantState: { lua: TENANT_STATE_LUA },
       tollgateMany: { lua: MANY_LUA },
-      tollgateSessionTarget: { lua: SESSION_TARGET_LUA, numberOfKeys: 2 },
+      tollgateSessionTarget: { lua: SESSION_TARGET_BODY, numberOfKeys: 2 },
       tollgateRememberSessionTarget: { lua: REMEMBER_SESSION_TARGET_LUA, numberOfKeys: 2 },
     },
     options,

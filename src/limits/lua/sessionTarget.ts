@@ -30,7 +30,6 @@ redis.call("PEXPIRE", KEYS[1], ttl)
 redis.call("PEXPIRE", KEYS[2], ttl)
 return target
 `
-export const SESSION_TARGET_LUA = SESSION_TARGET_BODY
 
 /**
  * Remember. ARGV: 1 field, 2 target, 3 now (epoch ms), 4 lifetime ms, 5 most
