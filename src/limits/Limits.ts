@@ -396,12 +396,13 @@ export const make = (
   // While the store fails, this copy's sessions keep their targets here (ADR 0073); a store error marks it down.
   const sessionTarget = (key: SessionTargetKey): Effect.Effect<string | undefined> => {
     const t = now()
-    if (t < localUntil) return Effect.orDie(local.sessionTarget(key, t))
+    const max = maxSessionsNow()
+    if (t < localUntil) return Effect.orDie(local.sessionTarget(key, t, max))
     return store
-      .sessionTarget(key, t)
+      .sessionTarget(key, t, max)
       .pipe(
         Effect.catch((error) =>
-          Effect.andThen(markDown(error.message), Effect.orDie(local.sessionTarget(key, t))),
+          Effect.andThen(markDown(error.message), Effect.orDie(local.sessionTarget(key, t, max))),
         ),
       )
   }

@@ -261,11 +261,14 @@ export interface StoreService {
   /**
    * The target that served the last request of `session` on `route` (a
    * sticky route, ADR 0073), if it is remembered at `now` (its last use less
-   * than SESSION_TTL_MS ago); a lookup that finds it counts as a use.
+   * than SESSION_TTL_MS ago); a lookup that finds it counts as a use. A
+   * copy may keep what it learns of at most `maxSessions` of a tenant's
+   * sessions for a moment (the Redis store: ADR 0074).
    */
   readonly sessionTarget: (
     key: SessionTargetKey,
     now: number,
+    maxSessions: number,
   ) => Effect.Effect<string | undefined, StoreError>
   /**
    * Remembers `target` as the one that served `session` on `route` at `now`.

@@ -23,6 +23,7 @@ import { type Lease, LEASE_MARGIN, LEASE_REQUESTS, LEASE_SLACK, leaseId } from "
 import { type Arg, makeTurnCalls, type RedisWithScripts } from "./redisTurn.js"
 import { SETTLE_LUA } from "./lua/settle.js"
 import { REMEMBER_SESSION_TARGET_LUA, SESSION_TARGET_BODY } from "./lua/sessionTarget.js"
+import { type KnownTarget, makeKnownTargets, TARGET_REFRESH_MS, type TenantTargets } from "./redisTargets.js"
 import { TENANT_STATE_LUA } from "./lua/tenantState.js"
 import type { BudgetName } from "../domain/errors.js"
 import { isSessionLive, REFUSAL_CODES, sortSessions, windowAt } from "./lua/rules.js"
@@ -463,36 +464,81 @@ const make = Effect.fnUntraced(function* (url: string, options: RedisClientOptio
       },
     )
 
-  const sessionTarget: StoreService["sessionTarget"] = (key, now) => {
-    const k = keys(key.tenant)
+  // This copy answers a session's lookups for a moment from what it read or wrote (ADR 0074).
+  const known = makeKnownTargets()
+  const readTarget = (tenant: string, field: string, now: number): Promise<string | undefined> => {
+    const k = keys(tenant)
     // With the turn's other calls, in one script call (ADR 0062).
+    return enqueue(
+      tenant,
+      MANY_SESSION_TARGET,
+      [k.targets, k.targetsUsed],
+      [field, now, SESSION_TTL_MS],
+    ).then((value) => (typeof value === "string" ? value : undefined))
+  }
+  /** Reads a known target again without holding up its lookup (what it answers serves the next ones). */
+  const refresh = (
+    targets: TenantTargets,
+    was: KnownTarget,
+    tenant: string,
+    field: string,
+    now: number,
+    most: number,
+  ): void => {
+    was.refreshing = true
+    const writes = targets.writes
+    batch()
+    readTarget(tenant, field, now).then(
+      (target) => {
+        if (targets.known.get(field) !== was) return
+        if (target === undefined) known.forget(targets, field, was)
+        else if (targets.writes === writes) known.keep(targets, field, target, now, most)
+        else was.refreshing = false
+      },
+      () => known.forget(targets, field, was),
+    )
+  }
+
+  const sessionTarget: StoreService["sessionTarget"] = (key, now, maxSessions) => {
+    const targets = known.of(key.tenant)
+    const field = `${key.route}\n${key.session}`
+    const found = known.fresh(targets, field, now)
+    if (found !== undefined) {
+      if (!found.refreshing && now - found.checked >= TARGET_REFRESH_MS)
+        refresh(targets, found, key.tenant, field, now, maxSessions)
+      return Effect.succeed(found.target)
+    }
+    const writes = targets.writes
     return Effect.map(
-      send("sessionTarget", () =>
-        enqueue(
-          key.tenant,
-          MANY_SESSION_TARGET,
-          [k.targets, k.targetsUsed],
-          [`${key.route}\n${key.session}`, now, SESSION_TTL_MS],
-        ),
-      ),
-      (value) => (typeof value === "string" ? value : undefined),
+      send("sessionTarget", () => readTarget(key.tenant, field, now)),
+      (target) => {
+        if (target !== undefined && targets.writes === writes)
+          known.keep(targets, field, target, now, maxSessions)
+        return target
+      },
     )
   }
 
   const rememberSessionTarget: StoreService["rememberSessionTarget"] = (key, target, now, maxSessions) => {
     const k = keys(key.tenant)
-    return Effect.asVoid(
-      send("rememberSessionTarget", () =>
-        redis.tollgateRememberSessionTarget(
-          k.targets,
-          k.targetsUsed,
-          `${key.route}\n${key.session}`,
-          target,
-          now,
-          SESSION_TTL_MS,
-          maxSessions,
-        ),
+    const targets = known.of(key.tenant)
+    const field = `${key.route}\n${key.session}`
+    // Known at once: this copy's next lookups of the session go to it; a failed write forgets it.
+    targets.writes++
+    const kept = known.keep(targets, field, target, now, maxSessions)
+    return send("rememberSessionTarget", () =>
+      redis.tollgateRememberSessionTarget(
+        k.targets,
+        k.targetsUsed,
+        field,
+        target,
+        now,
+        SESSION_TTL_MS,
+        maxSessions,
       ),
+    ).pipe(
+      Effect.tapError(() => Effect.sync(() => known.forget(targets, field, kept))),
+      Effect.asVoid,
     )
   }
 

@@ -145,21 +145,24 @@ export const storeSuite = (name: string, layer: () => Layer.Layer<Store, unknown
         const tenant = `sticky_${name}_${Math.random().toString(36).slice(2)}`
         const key = { tenant, route: "claude", session: "s-1" }
         const day = 24 * 60 * 60 * 1000
-        assert.strictEqual(yield* store.sessionTarget(key, 1_000), undefined)
+        assert.strictEqual(yield* store.sessionTarget(key, 1_000, 100), undefined)
         yield* store.rememberSessionTarget(key, "a\nclaude-sonnet-5-5", 1_000, 100)
-        assert.strictEqual(yield* store.sessionTarget(key, 2_000), "a\nclaude-sonnet-5-5")
+        assert.strictEqual(yield* store.sessionTarget(key, 2_000, 100), "a\nclaude-sonnet-5-5")
         // Another route, session or tenant has its own.
-        assert.strictEqual(yield* store.sessionTarget({ ...key, route: "other" }, 2_000), undefined)
-        assert.strictEqual(yield* store.sessionTarget({ ...key, session: "s-2" }, 2_000), undefined)
-        assert.strictEqual(yield* store.sessionTarget({ ...key, tenant: `${tenant}-b` }, 2_000), undefined)
+        assert.strictEqual(yield* store.sessionTarget({ ...key, route: "other" }, 2_000, 100), undefined)
+        assert.strictEqual(yield* store.sessionTarget({ ...key, session: "s-2" }, 2_000, 100), undefined)
+        assert.strictEqual(
+          yield* store.sessionTarget({ ...key, tenant: `${tenant}-b` }, 2_000, 100),
+          undefined,
+        )
         // A move replaces it.
         yield* store.rememberSessionTarget(key, "b\nclaude-sonnet-5-5", 3_000, 100)
         // A lookup is a use: found a moment before its lifetime ends, it lives a lifetime from then.
-        assert.strictEqual(yield* store.sessionTarget(key, 3_000 + day - 1), "b\nclaude-sonnet-5-5")
-        assert.strictEqual(yield* store.sessionTarget(key, 3_000 + 2 * day - 2), "b\nclaude-sonnet-5-5")
+        assert.strictEqual(yield* store.sessionTarget(key, 3_000 + day - 1, 100), "b\nclaude-sonnet-5-5")
+        assert.strictEqual(yield* store.sessionTarget(key, 3_000 + 2 * day - 2, 100), "b\nclaude-sonnet-5-5")
         // Unused for a whole lifetime: forgotten.
-        assert.strictEqual(yield* store.sessionTarget(key, 3_000 + 3 * day - 2), undefined)
-        assert.strictEqual(yield* store.sessionTarget(key, 3_000 + 3 * day), undefined)
+        assert.strictEqual(yield* store.sessionTarget(key, 3_000 + 3 * day - 2, 100), undefined)
+        assert.strictEqual(yield* store.sessionTarget(key, 3_000 + 3 * day, 100), undefined)
       }))
 
     test("answers session-target lookups made at once (one script call of the turn on Redis), each its own", () =>
@@ -169,7 +172,7 @@ export const storeSuite = (name: string, layer: () => Layer.Layer<Store, unknown
         const key = (session: string) => ({ tenant, route: "claude", session })
         for (let i = 0; i < 5; i++) yield* store.rememberSessionTarget(key(`s${i}`), `t${i}`, 1_000, 100)
         const found = yield* Effect.all(
-          [0, 1, 2, 3, 4, 5].map((i) => store.sessionTarget(key(`s${i}`), 2_000)),
+          [0, 1, 2, 3, 4, 5].map((i) => store.sessionTarget(key(`s${i}`), 2_000, 100)),
           { concurrency: "unbounded" },
         )
         assert.deepStrictEqual(found, ["t0", "t1", "t2", "t3", "t4", undefined])
@@ -182,14 +185,14 @@ export const storeSuite = (name: string, layer: () => Layer.Layer<Store, unknown
         const key = (session: string) => ({ tenant, route: "claude", session })
         for (let i = 0; i < 5; i++) yield* store.rememberSessionTarget(key(`s${i}`), `t${i}`, 1_000 + i, 5)
         // s0 is used again, so s1 is now the least recently used.
-        assert.strictEqual(yield* store.sessionTarget(key("s0"), 2_000), "t0")
+        assert.strictEqual(yield* store.sessionTarget(key("s0"), 2_000, 5), "t0")
         yield* store.rememberSessionTarget(key("s5"), "t5", 3_000, 5)
-        assert.strictEqual(yield* store.sessionTarget(key("s1"), 3_001), undefined)
+        assert.strictEqual(yield* store.sessionTarget(key("s1"), 3_001, 5), undefined)
         for (const i of [0, 2, 3, 4, 5])
-          assert.strictEqual(yield* store.sessionTarget(key(`s${i}`), 3_002), `t${i}`, `s${i}`)
+          assert.strictEqual(yield* store.sessionTarget(key(`s${i}`), 3_002, 5), `t${i}`, `s${i}`)
         // Another tenant's bound is its own.
         yield* store.rememberSessionTarget({ ...key("s0"), tenant: `${tenant}-b` }, "x", 3_003, 1)
-        assert.strictEqual(yield* store.sessionTarget(key("s0"), 3_004), "t0")
+        assert.strictEqual(yield* store.sessionTarget(key("s0"), 3_004, 5), "t0")
       }))
 
     budgetCases(test)

@@ -209,7 +209,7 @@ describe("memory store restore of sticky session targets", () => {
       yield* TestClock.setTime(now)
       const found = yield* Effect.flatMap(Store, (store) =>
         Effect.forEach(["s-old", "s1", "s2", "s3"], (session) =>
-          store.sessionTarget({ tenant: "acme", route: "claude", session }, now),
+          store.sessionTarget({ tenant: "acme", route: "claude", session }, now, 2),
         ),
       ).pipe(Effect.provide(layerMemory({ usageFile: file, maxSessions: 2 })))
       // s-old is older than 24 h; s1's last served request was b's (the 529 served nothing); of s1, s2 and

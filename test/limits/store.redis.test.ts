@@ -118,6 +118,20 @@ const inOneTurn = <A, E>(n: number, call: (i: number) => Effect.Effect<A, E>) =>
     { concurrency: "unbounded" },
   )
 
+/**
+ * What `lookup` answers once the background read it started has landed: tried every 10 ms for up to 5 s
+ * (real time) until it answers `expected`; the last answer otherwise.
+ */
+const answerOnceRead = <A, E>(lookup: () => Effect.Effect<A, E>, expected: A) =>
+  Effect.gen(function* () {
+    let answer = yield* lookup()
+    for (let tries = 0; tries < 500 && answer !== expected; tries++) {
+      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 10)))
+      answer = yield* lookup()
+    }
+    return answer
+  })
+
 const admitWhenBack = (tenant: string) =>
   Effect.gen(function* () {
     const store = yield* Store
@@ -199,6 +213,74 @@ describe("Redis store", () => {
       )
       assert.deepStrictEqual(index, ["mid", "new"])
     }).pipe(Effect.provide(layerRedis(redis.url))),
+  )
+
+  it.effect(
+    "a copy answers a session's target from what it read or wrote for 1 s, reads it again in the background after 0.5 s, and sees another copy's move within 1 s",
+    () =>
+      Effect.gen(function* () {
+        const raw = yield* rawClient
+        // Two copies of the gateway on one Redis.
+        const a = Context.get(yield* Layer.build(layerRedis(redis.url, { leaseRequests: 1 })), Store)
+        const b = Context.get(yield* Layer.build(layerRedis(redis.url, { leaseRequests: 1 })), Store)
+        const key = {
+          tenant: `known_${Math.random().toString(36).slice(2)}`,
+          route: "claude",
+          session: "s-1",
+        }
+        const at = 1_000_000
+        yield* a.rememberSessionTarget(key, "a\nm", at, 100)
+        // Its writer knows it at once, without asking.
+        let before = yield* scriptCalls(raw)
+        assert.strictEqual(yield* a.sessionTarget(key, at + 10, 100), "a\nm")
+        assert.strictEqual((yield* scriptCalls(raw)) - before, 0)
+        // The other copy reads it once, then answers from what it read.
+        before = yield* scriptCalls(raw)
+        assert.strictEqual(yield* b.sessionTarget(key, at + 100, 100), "a\nm")
+        for (const t of [at + 200, at + 400, at + 599])
+          assert.strictEqual(yield* b.sessionTarget(key, t, 100), "a\nm")
+        assert.strictEqual((yield* scriptCalls(raw)) - before, 1)
+        // a moves the session; b still answers what it read (at most 1 s old) ...
+        yield* a.rememberSessionTarget(key, "b\nm", at + 650, 100)
+        before = yield* scriptCalls(raw)
+        assert.strictEqual(yield* b.sessionTarget(key, at + 700, 100), "a\nm")
+        // ... which was read 0.6 s ago: read again in the background (once), and the next lookups have the move.
+        assert.strictEqual(yield* answerOnceRead(() => b.sessionTarget(key, at + 750, 100), "b\nm"), "b\nm")
+        assert.strictEqual((yield* scriptCalls(raw)) - before, 1)
+        // A lookup 1 s after the last read asks Redis before it answers: a copy never answers older than 1 s.
+        yield* a.rememberSessionTarget(key, "c\nm", at + 800, 100)
+        assert.strictEqual(yield* b.sessionTarget(key, at + 1_700, 100), "c\nm")
+        assert.strictEqual((yield* scriptCalls(raw)) - before, 3)
+        // A target Redis forgot (here deleted outright) is forgotten by the background read (then one read
+        // finds none).
+        yield* Effect.promise(() => raw.del(`tollgate:{${key.tenant}}:targets`))
+        before = yield* scriptCalls(raw)
+        assert.strictEqual(yield* b.sessionTarget(key, at + 2_300, 100), "c\nm")
+        assert.strictEqual(
+          yield* answerOnceRead(() => b.sessionTarget(key, at + 2_400, 100), undefined),
+          undefined,
+        )
+        assert.strictEqual((yield* scriptCalls(raw)) - before, 2)
+      }),
+  )
+
+  it.effect("a copy keeps what it knows of at most maxSessions of a tenant's sessions", () =>
+    Effect.gen(function* () {
+      const raw = yield* rawClient
+      const store = yield* Store
+      const tenant = `knowncap_${Math.random().toString(36).slice(2)}`
+      const key = (session: string) => ({ tenant, route: "claude", session })
+      const at = 2_000_000
+      for (let i = 0; i < 5; i++) yield* store.rememberSessionTarget(key(`s${i}`), `t${i}`, at, 3)
+      // Redis keeps the 3 most recent; this copy knows those 3 too, and asks for the others.
+      const before = yield* scriptCalls(raw)
+      for (const i of [2, 3, 4])
+        assert.strictEqual(yield* store.sessionTarget(key(`s${i}`), at + 1, 3), `t${i}`)
+      assert.strictEqual((yield* scriptCalls(raw)) - before, 0)
+      for (const i of [0, 1])
+        assert.strictEqual(yield* store.sessionTarget(key(`s${i}`), at + 1, 3), undefined)
+      assert.strictEqual((yield* scriptCalls(raw)) - before, 2)
+    }).pipe(Effect.provide(layerRedis(redis.url, { leaseRequests: 1 }))),
   )
 
   it.live("the layer builds while Redis is down, fails fast, and recovers when Redis is back", () =>
