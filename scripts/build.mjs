@@ -75,6 +75,11 @@ for (const entry of entries) {
     minifyWhitespace: true,
     define:
       entry.out === "bin/tollgate" ? consoleDefine(consoleFiles) : { __TOLLGATE_CONSOLE__: "undefined" },
+    // TOLLGATE_SOURCEMAP=1 (npm run bench:profile): bin/tollgate.map beside it, for the profile's stages;
+    // the bundle itself is the same (no comment points to the map).
+    ...(process.env.TOLLGATE_SOURCEMAP === "1" && entry.out === "bin/tollgate"
+      ? { sourcemap: "external" }
+      : {}),
   })
   await chmod(entry.out, 0o755)
 }

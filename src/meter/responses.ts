@@ -8,6 +8,7 @@
  * event (`code`, `message`).
  */
 import { byteLengthOf, EventMeter, isObject, toInbandError, type Json } from "./eventMeter.js"
+import { type FastFold, ResponsesFast } from "./openaiFast.js"
 import { mergeUsage, noteModel, responsesReport } from "./usage.js"
 
 /** Events whose `delta` is generated output. */
@@ -24,6 +25,29 @@ const OUTPUT_DELTAS = new Set([
 const MAX_ID_LENGTH = 256
 
 export class ResponsesMeter extends EventMeter {
+  private readonly reader: ResponsesFast | undefined
+  private readonly out: FastFold = { bytes: 0, started: false }
+
+  /** `fast`: output deltas are read from their bytes where they can be (`openaiFast.ts`); false: always parsed. */
+  constructor(fast = true) {
+    super()
+    this.reader = fast ? new ResponsesFast() : undefined
+  }
+
+  override push(chunk: Uint8Array): void {
+    if (this.reader === undefined) super.push(chunk)
+    else this.pushFast(chunk)
+  }
+
+  protected override fastEvent(chunk: Uint8Array, at: number): number {
+    const out = this.out
+    const end = this.reader!.read(chunk, at, out)
+    if (end < 0) return -1
+    this.outputChars += out.bytes
+    if (out.started) this.contentStarted = true
+    return end
+  }
+
   protected fold(event: string, data: unknown): void {
     if (!isObject(data)) return
     const type = typeof data["type"] === "string" ? data["type"] : event

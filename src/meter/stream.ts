@@ -6,6 +6,7 @@
  */
 import type { Endpoint } from "../domain/endpoint.js"
 import {
+  blankLineEnd,
   byteLengthOf,
   EventMeter,
   isObject,
@@ -14,6 +15,7 @@ import {
   type Json,
   type StreamMeter,
 } from "./eventMeter.js"
+import { ChatFast, type FastFold } from "./openaiFast.js"
 import { ResponsesMeter } from "./responses.js"
 import { DEFAULT_MAX_EVENT_BYTES } from "./sse.js"
 import { anthropicReport, mergeUsage, noteModel, openaiReport } from "./usage.js"
@@ -231,14 +233,6 @@ export const deltaChunkBytes = (chunk: Uint8Array): number => {
   return deltaEventEnd(bytesOf(chunk), 0, out) === chunk.length ? out.bytes : -1
 }
 
-/** The index just past the first blank line (`\n\n`) at or after `at`, or -1. */
-const blankLineEnd = (chunk: Uint8Array, at: number): number => {
-  for (let i = at + 1; i < chunk.length; i++) {
-    if (chunk[i] === 0x0a && chunk[i - 1] === 0x0a) return i + 1
-  }
-  return -1
-}
-
 class AnthropicMeter extends EventMeter {
   private readonly scan: DeltaScan = { bytes: 0 }
 
@@ -328,6 +322,31 @@ class AnthropicMeter extends EventMeter {
 }
 
 class OpenAIMeter extends EventMeter {
+  private readonly reader: ChatFast | undefined
+  private readonly out: FastFold = { bytes: 0, started: false }
+
+  /** `fast`: chunk events are read from their bytes where they can be (`openaiFast.ts`); false: always parsed. */
+  constructor(fast: boolean) {
+    super()
+    this.reader = fast ? new ChatFast() : undefined
+  }
+
+  override push(chunk: Uint8Array): void {
+    if (this.reader === undefined) super.push(chunk)
+    else this.pushFast(chunk)
+  }
+
+  protected override fastEvent(chunk: Uint8Array, at: number): number {
+    // Until the stream's model is known, every chunk may name it: those are parsed.
+    if (this.usage.model === undefined) return -1
+    const out = this.out
+    const end = this.reader!.read(chunk, at, out)
+    if (end < 0) return -1
+    this.outputChars += out.bytes
+    if (out.started) this.contentStarted = true
+    return end
+  }
+
   protected override parse(data: string): unknown {
     return data === "[DONE]" ? DONE : JSON.parse(data)
   }
@@ -385,13 +404,14 @@ const DONE: unique symbol = Symbol("[DONE]")
  * Makes a meter for one response stream of `endpoint` (the upstream's: Vertex
  * streams are Messages streams, Ollama's Chat Completions streams).
  */
-export const makeStreamMeter = (endpoint: Endpoint): StreamMeter => {
+export const makeStreamMeter = (endpoint: Endpoint, options?: { readonly fast?: boolean }): StreamMeter => {
+  const fast = options?.fast !== false
   switch (endpoint) {
     case "/v1/chat/completions":
     case "/v1/embeddings":
-      return new OpenAIMeter()
+      return new OpenAIMeter(fast)
     case "/v1/responses":
-      return new ResponsesMeter()
+      return new ResponsesMeter(fast)
     default:
       return new AnthropicMeter()
   }
