@@ -2,7 +2,8 @@
 // process per case (Anthropic Messages, Chat Completions and Responses; JSON and SSE), and its profile's
 // samples in the measured window summed by the source file of the function that was running, mapped to a
 // stage (parse, auth, admission, store, route, upstream, relay, meter, record, metrics, log, the pipeline's
-// other code, Effect's runtime, Node's HTTP and streams, GC). Printed as µs of CPU per request, with the
+// other code, Effect's runtime, Node's HTTP and streams, GC); a builtin of the engine (`writev`,
+// `indexOfString`) counts for the file that called it. Printed as µs of CPU per request, with the
 // same figure for the plain proxy's whole process (bench/plain-proxy.mjs, measured by /proc, no profile).
 //
 // A profile's sampling costs CPU too, so the totals are above `npm run bench`'s; the split is what to read.
@@ -111,6 +112,46 @@ const stageOf = (source) => {
  */
 const analyse = (profile, locate) => {
   const nodes = new Map(profile.nodes.map((node) => [node.id, node]))
+  const parents = new Map()
+  for (const node of profile.nodes) for (const child of node.children ?? []) parents.set(child, node.id)
+  /**
+   * A sample's source: its function's, or for a builtin of the engine (`writev`, `indexOfString`: no URL)
+   * its nearest caller's with one, so that time goes to the stage that called it.
+   */
+  const sourceOf = new Map()
+  const sampleSource = (id) => {
+    let source = sourceOf.get(id)
+    if (source !== undefined) return source
+    const frame = nodes.get(id).callFrame
+    source = locate(frame)
+    if (frame.url === "" && !frame.functionName.startsWith("(")) {
+      let up = parents.get(id)
+      while (up !== undefined && nodes.get(up).callFrame.url === "") up = parents.get(up)
+      source = up === undefined ? source : locate(nodes.get(up).callFrame)
+    }
+    sourceOf.set(id, source)
+    return source
+  }
+  /** The nearest frame (itself or a caller) in Tollgate's own code or a package: who made Node or the engine work. */
+  const ownerOf = new Map()
+  const sampleOwner = (id) => {
+    let owner = ownerOf.get(id)
+    if (owner !== undefined) return owner
+    let up = id
+    while (up !== undefined) {
+      const frame = nodes.get(up).callFrame
+      const source = frame.url === "" ? "" : locate(frame)
+      if (/\/src\/|\/node_modules\//.test(source)) {
+        owner = `${source.replace(`${root}/`, "")} ${frame.functionName || "(anonymous)"}`
+        break
+      }
+      up = parents.get(up)
+    }
+    owner ??= "(no caller in src or node_modules)"
+    ownerOf.set(id, owner)
+    return owner
+  }
+  const byOwner = new Map()
   const idle = new Set(profile.nodes.filter((n) => n.callFrame.functionName === "(idle)").map((n) => n.id))
   // The time of each sample, and its duration: the delta to the next.
   const times = []
@@ -145,12 +186,16 @@ const analyse = (profile, locate) => {
     const id = profile.samples[i]
     if (idle.has(id) || times[i] < first.to || times[i] >= second.from) continue
     const us = Math.min(most, (times[i + 1] ?? times[i]) - times[i])
-    const source = locate(nodes.get(id).callFrame)
+    const source = sampleSource(id)
     const stage = stageOf(source)
     byStage[stage] += us
     bySource.set(source, (bySource.get(source) ?? 0) + us)
+    if (stage === "node (http, net, streams)") {
+      const owner = sampleOwner(id)
+      byOwner.set(owner, (byOwner.get(owner) ?? 0) + us)
+    }
   }
-  return { byStage, bySource, windowUs: second.from - first.to }
+  return { byStage, bySource, byOwner, windowUs: second.from - first.to }
 }
 
 const dir = mkdtempSync(join(tmpdir(), "tollgate-profile-"))
@@ -218,7 +263,7 @@ try {
     const file = readdirSync(profDir).find((f) => f.endsWith(".cpuprofile"))
     if (file === undefined) throw new Error(`${c.name}: no profile written in ${profDir}`)
     const profile = JSON.parse(readFileSync(join(profDir, file), "utf8"))
-    const { byStage, bySource, windowUs } = analyse(profile, makeLocate(bundleUrl, map))
+    const { byStage, bySource, byOwner, windowUs } = analyse(profile, makeLocate(bundleUrl, map))
     const completed = measured.completed
     // The plain proxy under the same load, by /proc (its whole process).
     const proxyReq = requestFor({
@@ -239,7 +284,12 @@ try {
       .sort((a, b) => b[1] - a[1])
       .slice(0, 12)
       .map(([source, us]) => [source.replace(`${root}/`, ""), us / completed])
+    const nodeCallers = [...byOwner.entries()]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, 8)
+      .map(([owner, us]) => [owner, us / completed])
     results[c.name] = {
+      nodeCallers,
       completed,
       windowS: windowUs / 1e6,
       perRequest,
@@ -276,5 +326,7 @@ console.log(
 for (const n of names) {
   console.log(`\n${n}: the files with the most CPU (µs/request)`)
   for (const [source, us] of results[n].top) console.log(`  ${us.toFixed(1).padStart(7)}  ${source}`)
+  console.log(`${n}: Node's share, by the function in src/ or node_modules/ that called it (µs/request)`)
+  for (const [owner, us] of results[n].nodeCallers) console.log(`  ${us.toFixed(1).padStart(7)}  ${owner}`)
 }
 if (values.json !== undefined) writeFileSync(values.json, `${JSON.stringify(results, null, 2)}\n`)

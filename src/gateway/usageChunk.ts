@@ -14,15 +14,32 @@ import type { ChunkTransform } from "./relay.js"
 /** Longest partial event held back while waiting for its end; past it the bytes go through unfiltered. */
 const MAX_CARRY_BYTES = 64 * 1024
 
-const EMPTY_CHOICES = [Buffer.from('"choices":[]'), Buffer.from('"choices": []')]
+/**
+ * `[]`, which both `"choices":[]` and `"choices": []` hold: a chunk without it has no usage-only event (one
+ * native search per chunk; a chunk that has it, say in its text, is only parsed).
+ */
+const EMPTY_ARRAY = Buffer.from("[]")
 
-const hasEmptyChoices = (bytes: Buffer): boolean => EMPTY_CHOICES.some((p) => bytes.indexOf(p) >= 0)
+const hasEmptyChoices = (bytes: Buffer): boolean => bytes.indexOf(EMPTY_ARRAY) >= 0
+
+const LF_LF = Buffer.from("\n\n")
+const CRLF_CRLF = Buffer.from("\r\n\r\n")
+const CR_CR = Buffer.from("\r\r")
+const LF = 0x0a
+const CR = 0x0d
 
 /** The index just past the last event boundary (blank line) in `bytes`, or 0. */
 const completeUpTo = (bytes: Buffer): number => {
-  const lf = bytes.lastIndexOf("\n\n")
-  const crlf = bytes.lastIndexOf("\r\n\r\n")
-  const cr = bytes.lastIndexOf("\r\r")
+  const n = bytes.length
+  // Most chunks end with their event's blank line: then nothing of it is left to wait for.
+  if (
+    n >= 2 &&
+    ((bytes[n - 1] === LF && bytes[n - 2] === LF) || (bytes[n - 1] === CR && bytes[n - 2] === CR))
+  )
+    return n
+  const lf = bytes.lastIndexOf(LF_LF)
+  const crlf = bytes.lastIndexOf(CRLF_CRLF)
+  const cr = bytes.lastIndexOf(CR_CR)
   return Math.max(lf < 0 ? 0 : lf + 2, crlf < 0 ? 0 : crlf + 4, cr < 0 ? 0 : cr + 2)
 }
 

@@ -29,6 +29,22 @@ describe("the usage-chunk filter of Chat Completions streams", () => {
     expect(filtered(body + usageOnly + "data: [DONE]\n\n", [])).toBe(body + "data: [DONE]\n\n")
   })
 
+  it("keeps text that holds [] or spaced empty choices, and drops the spaced usage-only chunk, with any line ends", () => {
+    const spaced = usageOnly.replace('"choices":[]', '"choices": []')
+    const body = content("[]") + content('"choices":[]') + content("x")
+    for (const end of ["\n\n", "\r\n\r\n", "\r\r"]) {
+      const cut = (s: string) => s.replace(/\n\n$/, end)
+      const events = [content("[]"), content('"choices":[]'), content("x")].map(cut).join("")
+      expect(filtered(events + cut(spaced) + cut("data: [DONE]\n\n"), [])).toBe(
+        events + cut("data: [DONE]\n\n"),
+      )
+      expect(filtered(events + cut(usageOnly) + cut("data: [DONE]\n\n"), [7, 50])).toBe(
+        events + cut("data: [DONE]\n\n"),
+      )
+    }
+    expect(filtered(body, [])).toBe(body)
+  })
+
   it("keeps a finish chunk that also carries usage (it has a choice)", () => {
     const finish = chunk(`[{"index":0,"delta":{},"finish_reason":"stop"}]`, `,"usage":{"prompt_tokens":1}`)
     expect(filtered(finish + "data: [DONE]\n\n", [])).toBe(finish + "data: [DONE]\n\n")
