@@ -15,6 +15,7 @@ import {
   readKey,
   skipNull,
   skipSpace,
+  skipString,
   skipValue,
   stringBytes,
 } from "./skim.js"
@@ -256,33 +257,49 @@ export class ChatFast implements Reader<Chat> {
 const EMPTY = new Uint8Array(0)
 
 /** The Responses events whose `delta` is output (`responses.ts`'s OUTPUT_DELTAS). */
-const OUTPUT_DELTAS = names(
+const OUTPUT_DELTAS = [
   "response.output_text.delta",
   "response.refusal.delta",
   "response.function_call_arguments.delta",
   "response.reasoning_text.delta",
   "response.reasoning_summary_text.delta",
   "response.custom_tool_call_input.delta",
-)
+]
+/** The other types `ResponsesMeter.fold` reads something of: those events are parsed. */
+const FOLDED_TYPES = [
+  "response.created",
+  "response.output_item.added",
+  "response.completed",
+  "response.incomplete",
+  "response.failed",
+  "error",
+]
+/** Both, output deltas first; any other type is one the fold does nothing with. */
+const TYPES = names(...OUTPUT_DELTAS, ...FOLDED_TYPES)
 const RESPONSE_TOP = names("type", "delta")
 
 /**
- * Reads Responses output-delta events (`event:` and `data:` lines, a blank
- * line) as `ResponsesMeter.fold` reads them (`read`). One per meter.
+ * Reads Responses events (`event:` and `data:` lines, a blank line) as
+ * `ResponsesMeter.fold` reads them (`read`): an output delta counts its
+ * `delta`, an event of a type the fold does nothing with (`in_progress`,
+ * `output_text.done`, `content_part.*`, `output_item.done`, …) is only
+ * checked to be JSON; the types the fold reads more of are parsed. One per
+ * meter.
  */
 export class ResponsesFast implements Reader<0> {
   readonly key: Key = { end: 0 }
   private readonly counted: Counted = { bytes: 0 }
   private readonly typeKey: Key = { end: 0 }
   private b: Uint8Array = EMPTY
-  private typed = false
-  private output = false
+  /** The last `type` member: its index in TYPES (TYPES.length: another type), -1 none or not a string. */
+  private type = -1
+  /** The last `delta` member's output bytes, -1 when it has text this reader does not count. */
   private bytes = 0
 
   /**
-   * The event at `at`: its end with its output in `out`, or -1 (another
-   * type, a `type` missing or with an escape, a `delta` to count outside
-   * ASCII, other lines, or JSON that is not strict).
+   * The event at `at`: its end with its output in `out`, or -1 (a type the
+   * fold reads, a `type` missing or with an escape, a `delta` to count
+   * outside ASCII, other lines, or JSON that is not strict).
    */
   read(b: Uint8Array, at: number, out: FastFold): number {
     if (!startsWith(b, at, EVENT)) return -1
@@ -297,26 +314,35 @@ export class ResponsesFast implements Reader<0> {
     i = dataValue(b, i + 1)
     if (i < 0) return -1
     this.b = b
-    this.typed = false
-    this.output = false
+    this.type = -1
     this.bytes = 0
     i = readObject(b, skipSpace(b, i), RESPONSE_TOP, this, 0)
     this.b = EMPTY
     const end = eventEnd(b, at, i)
-    if (end < 0 || !this.typed || !this.output) return -1
-    out.bytes = this.bytes
-    out.started = true
+    const type = this.type
+    if (end < 0 || type < 0) return -1
+    if (type < OUTPUT_DELTAS.length) {
+      if (this.bytes < 0) return -1
+      out.bytes = this.bytes
+      out.started = true
+      return end
+    }
+    if (type < TYPES.length) return -1
+    out.bytes = 0
+    out.started = false
     return end
   }
 
   member(_kind: 0, name: number, v: number): number {
     const b = this.b
     if (name === 0) {
-      this.typed = b[v] === QUOTE
-      if (!this.typed) return skipValue(b, v)
-      const type = readKey(b, v, OUTPUT_DELTAS, this.typeKey)
+      if (b[v] !== QUOTE) {
+        this.type = -1
+        return skipValue(b, v)
+      }
+      const type = readKey(b, v, TYPES, this.typeKey)
       if (type < 0) return -1
-      this.output = type < OUTPUT_DELTAS.length
+      this.type = type
       return this.typeKey.end
     }
     if (name === 1) {
@@ -325,8 +351,13 @@ export class ResponsesFast implements Reader<0> {
         return skipValue(b, v)
       }
       const end = stringBytes(b, v, this.counted)
-      this.bytes = this.counted.bytes
-      return end
+      if (end >= 0) {
+        this.bytes = this.counted.bytes
+        return end
+      }
+      // Text it does not count: fine for an event whose delta is not output.
+      this.bytes = -1
+      return skipString(b, v)
     }
     return skipValue(b, v)
   }

@@ -283,7 +283,21 @@ const OUTPUT_TYPES = [
   "response.custom_tool_call_input.delta",
 ]
 const responsesEvent = members(
-  member("type", fc.constantFrom(...OUTPUT_TYPES, "response.output_text.done", "response.created", "error")),
+  member(
+    "type",
+    fc.constantFrom(
+      ...OUTPUT_TYPES,
+      "response.output_text.done",
+      "response.in_progress",
+      "response.content_part.done",
+      "response.output_item.done",
+      "response.output_item.added",
+      "response.created",
+      "response.completed",
+      "response.failed",
+      "error",
+    ),
+  ),
   member("sequence_number", fc.nat()),
   member("item_id", fc.constant("msg_1")),
   member("output_index", fc.nat(2)),
@@ -300,13 +314,19 @@ const textDelta = (sequence: number, text: string) =>
   `event: response.output_text.delta\ndata: {"type":"response.output_text.delta","sequence_number":${sequence},"item_id":"msg_1","output_index":0,"content_index":0,"delta":${JSON.stringify(text)},"logprobs":[],"obfuscation":"a1"}\n\n`
 
 describe("the Responses output-delta fast path", () => {
-  it("reads OpenAI's delta events from their bytes, and declines every other event", () => {
+  it("reads OpenAI's delta events and the events the fold does nothing with from their bytes, and declines the others", () => {
     const read = (event: string) => {
       const out = { bytes: -1, started: false }
       return { end: new ResponsesFast().read(Buffer.from(event), 0, out), out }
     }
     const one = textDelta(5, "Hello")
     expect(read(one)).toEqual({ end: Buffer.byteLength(one), out: { bytes: 5, started: true } })
+    const done =
+      'event: response.output_text.done\ndata: {"type":"response.output_text.done","sequence_number":9,"item_id":"msg_1","output_index":0,"content_index":0,"text":"tok0 tök1","logprobs":[]}\n\n'
+    expect(read(done)).toEqual({ end: Buffer.byteLength(done), out: { bytes: 0, started: false } })
+    const inProgress = RESPONSES_HEAD.replace(/response\.created/g, "response.in_progress")
+    expect(read(inProgress).end).toBe(Buffer.byteLength(inProgress))
+    expect(read(done.replace(/response\.output_text\.done/g, "response.output_item.added")).end).toBe(-1)
     for (const event of [
       RESPONSES_HEAD,
       RESPONSES_END,
