@@ -15,7 +15,7 @@
 // window is found in the profile as the samples between its two long idle runs.
 //
 // Usage: npm run bench:profile [-- --seconds 8] [--concurrency 32] [--cases anthropic-json,chat-sse,...]
-//        [--json FILE] (the table as JSON too)
+//        [--json FILE] (the table as JSON too) [--bin PATH] (another build, e.g. of an earlier commit)
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
 import { SourceMap } from "node:module"
 import { tmpdir } from "node:os"
@@ -33,6 +33,7 @@ const { values } = parseArgs({
     concurrency: { type: "string", default: "32" },
     cases: { type: "string", default: "" },
     json: { type: "string" },
+    bin: { type: "string" },
   },
 })
 const seconds = Number(values.seconds)
@@ -199,7 +200,8 @@ const analyse = (profile, locate) => {
 }
 
 const dir = mkdtempSync(join(tmpdir(), "tollgate-profile-"))
-const bin = join(root, "bin", "tollgate")
+// --bin: another build to profile (its source map beside it, as TOLLGATE_SOURCEMAP=1 leaves it).
+const bin = resolve(values.bin ?? join(root, "bin", "tollgate"))
 const mapFile = `${bin}.map`
 let map
 try {
