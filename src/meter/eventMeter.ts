@@ -153,3 +153,41 @@ export abstract class EventMeter implements StreamMeter {
     return false
   }
 }
+
+/** A byte-level reader of whole events (`openaiFast.ts`): the end of the event at `at` with what it folds in `out`, or -1. */
+export interface FastReader {
+  read(chunk: Uint8Array, at: number, out: { bytes: number; started: boolean }): number
+}
+
+/**
+ * A meter whose common events are read from their bytes by `reader` (no
+ * reader: every event is parsed, the reference the fast paths are tested
+ * against), output bytes and the start of output folded from what it reads.
+ */
+export abstract class FastEventMeter extends EventMeter {
+  private readonly out = { bytes: 0, started: false }
+
+  constructor(private readonly reader: FastReader | undefined) {
+    super()
+  }
+
+  override push(chunk: Uint8Array): void {
+    if (this.reader === undefined) super.push(chunk)
+    else this.pushFast(chunk)
+  }
+
+  /** Whether the reader may read the next event (default: always). */
+  protected fastReady(): boolean {
+    return true
+  }
+
+  protected override fastEvent(chunk: Uint8Array, at: number): number {
+    if (!this.fastReady()) return -1
+    const out = this.out
+    const end = this.reader!.read(chunk, at, out)
+    if (end < 0) return -1
+    this.outputChars += out.bytes
+    if (out.started) this.contentStarted = true
+    return end
+  }
+}

@@ -256,8 +256,8 @@ export class ChatFast implements Reader<Chat> {
 
 const EMPTY = new Uint8Array(0)
 
-/** The Responses events whose `delta` is output (`responses.ts`'s OUTPUT_DELTAS). */
-const OUTPUT_DELTAS = [
+/** The Responses events whose `delta` is generated output (the meter's, `responses.ts`, too). */
+export const OUTPUT_DELTA_TYPES: ReadonlyArray<string> = [
   "response.output_text.delta",
   "response.refusal.delta",
   "response.function_call_arguments.delta",
@@ -275,7 +275,7 @@ const FOLDED_TYPES = [
   "error",
 ]
 /** Both, output deltas first; any other type is one the fold does nothing with. */
-const TYPES = names(...OUTPUT_DELTAS, ...FOLDED_TYPES)
+const TYPES = names(...OUTPUT_DELTA_TYPES, ...FOLDED_TYPES)
 const RESPONSE_TOP = names("type", "delta")
 
 /**
@@ -321,7 +321,7 @@ export class ResponsesFast implements Reader<0> {
     const end = eventEnd(b, at, i)
     const type = this.type
     if (end < 0 || type < 0) return -1
-    if (type < OUTPUT_DELTAS.length) {
+    if (type < OUTPUT_DELTA_TYPES.length) {
       if (this.bytes < 0) return -1
       out.bytes = this.bytes
       out.started = true

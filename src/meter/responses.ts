@@ -7,45 +7,20 @@
  * An in-band error is `response.failed` (its `response.error`) or an `error`
  * event (`code`, `message`).
  */
-import { byteLengthOf, EventMeter, isObject, toInbandError, type Json } from "./eventMeter.js"
-import { type FastFold, ResponsesFast } from "./openaiFast.js"
+import { byteLengthOf, FastEventMeter, isObject, toInbandError, type Json } from "./eventMeter.js"
+import { OUTPUT_DELTA_TYPES, ResponsesFast } from "./openaiFast.js"
 import { mergeUsage, noteModel, responsesReport } from "./usage.js"
 
 /** Events whose `delta` is generated output. */
-const OUTPUT_DELTAS = new Set([
-  "response.output_text.delta",
-  "response.refusal.delta",
-  "response.function_call_arguments.delta",
-  "response.reasoning_text.delta",
-  "response.reasoning_summary_text.delta",
-  "response.custom_tool_call_input.delta",
-])
+const OUTPUT_DELTAS = new Set(OUTPUT_DELTA_TYPES)
 
 /** Longest response id remembered (a real one is ~50 characters). */
 const MAX_ID_LENGTH = 256
 
-export class ResponsesMeter extends EventMeter {
-  private readonly reader: ResponsesFast | undefined
-  private readonly out: FastFold = { bytes: 0, started: false }
-
-  /** `fast`: output deltas are read from their bytes where they can be (`openaiFast.ts`); false: always parsed. */
+export class ResponsesMeter extends FastEventMeter {
+  /** `fast`: most events are read from their bytes where they can be (`openaiFast.ts`); false: always parsed. */
   constructor(fast = true) {
-    super()
-    this.reader = fast ? new ResponsesFast() : undefined
-  }
-
-  override push(chunk: Uint8Array): void {
-    if (this.reader === undefined) super.push(chunk)
-    else this.pushFast(chunk)
-  }
-
-  protected override fastEvent(chunk: Uint8Array, at: number): number {
-    const out = this.out
-    const end = this.reader!.read(chunk, at, out)
-    if (end < 0) return -1
-    this.outputChars += out.bytes
-    if (out.started) this.contentStarted = true
-    return end
+    super(fast ? new ResponsesFast() : undefined)
   }
 
   protected fold(event: string, data: unknown): void {

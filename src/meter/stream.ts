@@ -9,13 +9,14 @@ import {
   blankLineEnd,
   byteLengthOf,
   EventMeter,
+  FastEventMeter,
   isObject,
   nonEmptyString,
   toInbandError,
   type Json,
   type StreamMeter,
 } from "./eventMeter.js"
-import { ChatFast, type FastFold } from "./openaiFast.js"
+import { ChatFast } from "./openaiFast.js"
 import { ResponsesMeter } from "./responses.js"
 import { DEFAULT_MAX_EVENT_BYTES } from "./sse.js"
 import { anthropicReport, mergeUsage, noteModel, openaiReport } from "./usage.js"
@@ -321,30 +322,15 @@ class AnthropicMeter extends EventMeter {
   }
 }
 
-class OpenAIMeter extends EventMeter {
-  private readonly reader: ChatFast | undefined
-  private readonly out: FastFold = { bytes: 0, started: false }
-
+class OpenAIMeter extends FastEventMeter {
   /** `fast`: chunk events are read from their bytes where they can be (`openaiFast.ts`); false: always parsed. */
   constructor(fast: boolean) {
-    super()
-    this.reader = fast ? new ChatFast() : undefined
+    super(fast ? new ChatFast() : undefined)
   }
 
-  override push(chunk: Uint8Array): void {
-    if (this.reader === undefined) super.push(chunk)
-    else this.pushFast(chunk)
-  }
-
-  protected override fastEvent(chunk: Uint8Array, at: number): number {
-    // Until the stream's model is known, every chunk may name it: those are parsed.
-    if (this.usage.model === undefined) return -1
-    const out = this.out
-    const end = this.reader!.read(chunk, at, out)
-    if (end < 0) return -1
-    this.outputChars += out.bytes
-    if (out.started) this.contentStarted = true
-    return end
+  /** Until the stream's model is known, every chunk may name it: those are parsed. */
+  protected override fastReady(): boolean {
+    return this.usage.model !== undefined
   }
 
   protected override parse(data: string): unknown {

@@ -1,6 +1,7 @@
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { deltaChunkBytes, deltaOutputBytes, makeStreamMeter } from "../../src/meter/stream.js"
+import { chunkingsOf } from "./fixtures.js"
 
 /** What the meter counted before the fast path: JSON.parse, then the UTF-8 bytes of the delta's output field. */
 const parsedBytes = (data: string): number | "invalid" => {
@@ -59,19 +60,6 @@ const STOP = 'event: message_stop\ndata: {"type":"message_stop"}\n\n'
 /** One text delta event, as Anthropic sends it. */
 const deltaEvent = (text: string) =>
   `event: content_block_delta\ndata: ${JSON.stringify({ type: "content_block_delta", index: 0, delta: { type: "text_delta", text } })}\n\n`
-
-/** The same stream cut three ways: one chunk per event, one chunk, and at the `cuts` points. */
-const chunkingsOf = (events: ReadonlyArray<string>, cuts: ReadonlyArray<number>): Array<Array<Buffer>> => {
-  const whole = Buffer.from(events.join(""))
-  const points = [...new Set(cuts.map((c) => c % (whole.length + 1)))].sort((a, b) => a - b)
-  return [
-    events.map((e) => Buffer.from(e)),
-    [whole],
-    [0, ...points, whole.length]
-      .slice(1)
-      .map((end, i, ends) => whole.subarray(i === 0 ? 0 : ends[i - 1], end)),
-  ]
-}
 
 describe("the content_block_delta fast path", () => {
   it("counts exactly what JSON.parse + Buffer.byteLength count, or declines", () => {

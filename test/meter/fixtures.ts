@@ -32,3 +32,19 @@ export const sampleRecord = (over: Partial<UsageRecord> = {}): UsageRecord => ({
   ts: "2026-12-02T10:04:05.123Z",
   ...over,
 })
+
+/** The same stream cut three ways: one chunk per event, one chunk, and at the `cuts` points. */
+export const chunkingsOf = (
+  events: ReadonlyArray<string>,
+  cuts: ReadonlyArray<number>,
+): Array<Array<Buffer>> => {
+  const whole = Buffer.from(events.join(""))
+  const points = [...new Set(cuts.map((c) => c % (whole.length + 1)))].sort((a, b) => a - b)
+  return [
+    events.map((e) => Buffer.from(e)),
+    [whole],
+    [0, ...points, whole.length]
+      .slice(1)
+      .map((end, i, ends) => whole.subarray(i === 0 ? 0 : ends[i - 1], end)),
+  ]
+}

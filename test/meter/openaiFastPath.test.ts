@@ -2,6 +2,7 @@ import fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { ChatFast, type FastFold, ResponsesFast } from "../../src/meter/openaiFast.js"
 import { makeStreamMeter, type StreamMeter } from "../../src/meter/stream.js"
+import { chunkingsOf } from "./fixtures.js"
 
 /**
  * A JSON value whose objects are lists of members, so a key may repeat (JSON.parse keeps the last), rendered
@@ -139,17 +140,13 @@ const stateOf = (meter: StreamMeter) => ({
   responseId: meter.responseId,
 })
 
-/** The stream's bytes cut three ways: one chunk per event, one chunk, and at the `cuts` points. */
-const chunkingsOf = (events: ReadonlyArray<string>, cuts: ReadonlyArray<number>): Array<Array<Buffer>> => {
-  const whole = Buffer.from(events.join(""))
-  const points = [...new Set(cuts.map((c) => c % (whole.length + 1)))].sort((a, b) => a - b)
-  return [
-    events.map((e) => Buffer.from(e)),
-    [whole],
-    [0, ...points, whole.length]
-      .slice(1)
-      .map((end, i, ends) => whole.subarray(i === 0 ? 0 : ends[i - 1], end)),
-  ]
+/** `event` with the byte at `at` (modulo its length) replaced by `byte`, `byte` inserted there, or it deleted. */
+const edited = (event: Buffer, at: number, edit: "replace" | "insert" | "delete", byte: string): Buffer => {
+  const i = at % event.length
+  const b = Buffer.from(byte)
+  if (edit === "replace") return Buffer.concat([event.subarray(0, i), b, event.subarray(i + 1)])
+  if (edit === "insert") return Buffer.concat([event.subarray(0, i), b, event.subarray(i)])
+  return Buffer.concat([event.subarray(0, i), event.subarray(i + 1)])
 }
 
 /** The same stream through the meter with its fast path and through the parse-everything reference. */
@@ -245,14 +242,7 @@ describe("the Chat Completions chunk fast path", () => {
         fc.constantFrom(...' "{}[],:\\0123456789.-+eEntrufalsx\t\n\r\u0000é'.split("")),
         (text, at, edit, byte) => {
           const event = Buffer.from(chatEvent(text))
-          const i = at % event.length
-          const b = Buffer.from(byte)
-          const mutated =
-            edit === "replace"
-              ? Buffer.concat([event.subarray(0, i), b, event.subarray(i + 1)])
-              : edit === "insert"
-                ? Buffer.concat([event.subarray(0, i), b, event.subarray(i)])
-                : Buffer.concat([event.subarray(0, i), event.subarray(i + 1)])
+          const mutated = edited(event, at, edit, byte)
           const { fast, reference } = bothWays("/v1/chat/completions", [
             Buffer.from(CHAT_HEAD),
             mutated,
@@ -373,14 +363,7 @@ describe("the Responses output-delta fast path", () => {
         fc.constantFrom(...' "{}[],:\\0123456789.-+eEntrufalsx\t\n\r\u0000é'.split("")),
         (text, at, edit, byte) => {
           const event = Buffer.from(textDelta(3, text))
-          const i = at % event.length
-          const b = Buffer.from(byte)
-          const mutated =
-            edit === "replace"
-              ? Buffer.concat([event.subarray(0, i), b, event.subarray(i + 1)])
-              : edit === "insert"
-                ? Buffer.concat([event.subarray(0, i), b, event.subarray(i)])
-                : Buffer.concat([event.subarray(0, i), event.subarray(i + 1)])
+          const mutated = edited(event, at, edit, byte)
           const { fast, reference } = bothWays("/v1/responses", [
             Buffer.from(RESPONSES_HEAD),
             mutated,
