@@ -1,6 +1,6 @@
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import { ChatFast, type FastFold, ResponsesFast } from "../../src/meter/openaiFast.js"
+import { ChatFast, type FastFold, OUTPUT_DELTA_TYPES, ResponsesFast } from "../../src/meter/openaiFast.js"
 import { makeStreamMeter, type StreamMeter } from "../../src/meter/stream.js"
 import { chunkingsOf } from "./fixtures.js"
 
@@ -264,14 +264,7 @@ describe("the Chat Completions chunk fast path", () => {
   })
 })
 
-const OUTPUT_TYPES = [
-  "response.output_text.delta",
-  "response.refusal.delta",
-  "response.function_call_arguments.delta",
-  "response.reasoning_text.delta",
-  "response.reasoning_summary_text.delta",
-  "response.custom_tool_call_input.delta",
-]
+const OUTPUT_TYPES = OUTPUT_DELTA_TYPES
 const responsesEvent = members(
   member(
     "type",
