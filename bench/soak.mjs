@@ -30,6 +30,13 @@ import { fileURLToPath } from "node:url"
 import { Agent, request } from "undici"
 import { killAllNow, logTail, shebangNodeArgs, startServer, stop, stopAll, which } from "./lib/procs.mjs"
 import { startRedis } from "./lib/redis.mjs"
+import {
+  judgeSlope,
+  MIN_SLOPE_WINDOW_MS,
+  SLOPE_LIMIT_MB,
+  WARMUP_MAX_MS,
+  warmupMsOf,
+} from "./lib/soakRule.mjs"
 
 const here = dirname(fileURLToPath(import.meta.url))
 const root = join(here, "..")
@@ -50,7 +57,7 @@ See bench/README.md, "Soak".
 
 /** name: [env, default, kind] */
 const OPTIONS = {
-  minutes: ["SOAK_MINUTES", 30, "positive"],
+  minutes: ["SOAK_MINUTES", 60, "positive"],
   rate: ["SOAK_RATE", 300, "positive"],
   "stream-share": ["SOAK_STREAM_SHARE", 0.3, "share"],
   "failure-share": ["SOAK_FAILURE_SHARE", 0.1, "share"],
@@ -59,7 +66,7 @@ const OPTIONS = {
   restart: ["SOAK_RESTART", "on", ["on", "off"]],
   out: ["SOAK_OUT", "", "string"],
   "sample-s": ["SOAK_SAMPLE_S", 10, "positive"],
-  "slope-limit": ["SOAK_SLOPE_LIMIT", 1, "positive"],
+  "slope-limit": ["SOAK_SLOPE_LIMIT", SLOPE_LIMIT_MB, "positive"],
   seed: ["SOAK_SEED", 1, "natural"],
 }
 
@@ -118,8 +125,8 @@ if (options === undefined) {
 }
 
 const durationMs = options.minutes * 60_000
-/** Samples before this are the warm-up: the first 20 % of the run or 5 minutes, whichever is less. */
-const warmupMs = Math.min(0.2 * durationMs, 5 * 60_000)
+/** Samples before this are the warm-up: the first third of the run, at most 20 minutes (bench/lib/soakRule.mjs). */
+const warmupMs = warmupMsOf(durationMs)
 const sampleMs = options.sampleS * 1000
 /** How long the store is down during the restart halfway. */
 const STORE_DOWN_MS = 2000
@@ -129,8 +136,6 @@ const UPSTREAM_IDLE_MS = 30_000
 const DRAIN_MS = 30_000
 /** fds_end may exceed fds_start by this much (a lazily opened descriptor) and still pass. */
 const FD_BOUND = 4
-/** A slope is judged only over at least this much time after warm-up (a shorter fit is reported, not judged). */
-const MIN_SLOPE_WINDOW_MS = 10 * 60_000
 
 const stamp = new Date().toISOString().replace(/[-:]/g, "").replace(/\..*/, "")
 const outDir = resolve(options.out === "" ? join(root, "bench", "results", `soak-${stamp}`) : options.out)
@@ -664,23 +669,6 @@ const svgChart = ({ title, yLabel, series, marks = [], shade, fit }) => {
   return parts.join("\n")
 }
 
-/** Least squares y = a + b·x over `points` [[x, y]]; null with fewer than 3 points. */
-const leastSquares = (points) => {
-  if (points.length < 3) return null
-  const n = points.length
-  const mx = points.reduce((s, p) => s + p[0], 0) / n
-  const my = points.reduce((s, p) => s + p[1], 0) / n
-  let sxy = 0
-  let sxx = 0
-  for (const [x, y] of points) {
-    sxy += (x - mx) * (y - my)
-    sxx += (x - mx) ** 2
-  }
-  if (sxx === 0) return null
-  const b = sxy / sxx
-  return { a: my - b * mx, b }
-}
-
 // ---------------------------------------------------------------------------------------------------------
 // Main
 
@@ -1001,19 +989,17 @@ const main = async () => {
   // --- the checks
   const reached = client.sent - client.connectFailures
   const loadSamples = samples.filter((s) => s.phase === "load")
-  const fitPoints = (key) =>
-    loadSamples.filter((s) => s.t_s * 1000 >= warmupMs && s[key] !== null).map((s) => [s.t_s / 60, s[key]])
-  const fitWindowMs = loadSamples.length === 0 ? 0 : loadSamples.at(-1).t_s * 1000 - warmupMs
-  const rssFit = leastSquares(fitPoints("rss_mb"))
-  const heapFit = leastSquares(fitPoints("heap_used_mb"))
-  const rssSlope = rssFit === null ? null : rssFit.b * 10
-  const heapSlope = heapFit === null ? null : heapFit.b * 10
+  const rssJudge = judgeSlope(loadSamples, "rss_mb", durationMs, options.slopeLimit)
+  const heapJudge = judgeSlope(loadSamples, "heap_used_mb", durationMs, options.slopeLimit)
+  const rssFit = rssJudge.fit
+  const rssSlope = rssJudge.slope
+  const heapSlope = heapJudge.slope
   const metricsSpend = metricSum(metricsText, "tollgate_spend_micro_usd_total")
   const metricsRequests = metricSum(metricsText, "tollgate_requests_total")
   const storeMonth = tenantState.month ?? null
   const restarted = restart !== null
   const storeJudged = !restarted && storeMonth !== null
-  const slopeJudged = fitWindowMs >= MIN_SLOPE_WINDOW_MS && rssSlope !== null
+  const slopeJudged = rssJudge.judged
 
   const checks = {
     records_equal_answered: {
@@ -1092,10 +1078,12 @@ const main = async () => {
       ...gatewayExit,
     },
     rss_slope: {
-      pass: slopeJudged ? rssSlope < options.slopeLimit : null,
+      pass: rssJudge.pass,
       what:
-        `least-squares slope of RSS after warm-up < ${options.slopeLimit} MB per 10 min` +
-        (slopeJudged ? "" : `; not judged: fewer than ${MIN_SLOPE_WINDOW_MS / 60_000} minutes after warm-up`),
+        `least-squares slope of RSS after warm-up (minutes ${round(warmupMs / 60_000)} on) < ${options.slopeLimit} MB per 10 min` +
+        (slopeJudged
+          ? ""
+          : `; not judged: needs the whole ${WARMUP_MAX_MS / 60_000}-minute warm-up and ${MIN_SLOPE_WINDOW_MS / 60_000} minutes after it (a 60-minute run)`),
       rss_slope_mb_per_10min: round(rssSlope, 3),
       heap_used_slope_mb_per_10min: round(heapSlope, 3),
     },

@@ -2,7 +2,7 @@
  * `bench/soak.mjs` (#21) as a test of the script, not as a benchmark: a 3-minute run at a modest rate against
  * the built binaries and a real redis-server (restarted halfway), then its summary and plots are read back.
  * The RSS slope is not asserted: over 3 minutes it means nothing, and the script itself only judges it over
- * at least 10 minutes after warm-up.
+ * minutes 20–60 of a run of about an hour (bench/lib/soakRule.mjs, held to its figures by soakRule.test.ts).
  */
 import { spawn } from "node:child_process"
 import { existsSync, readFileSync, rmSync } from "node:fs"
