@@ -25,8 +25,9 @@ const dir = mkdtempSync(join(tmpdir(), "tollgate-effect-ops-"))
 // one evaluated primitive (right after the deferred-interrupt check, which names the loop's `current`
 // variable), and succeedWith's count of one inline step. Whitespace and esbuild's renaming of locals may
 // differ; anything else means another Effect, and the script stops.
-const RUN_LOOP = /([\w$]+) = [\w$]+\(this\._interruptedCause\);\s*\}(\s*)this\.currentOpCount\+\+;/g
-const SUCCEED_WITH = /(succeedWith\([\w$]+\) \{\s*)(if \(\(\+\+this\.currentOpCount & [\w$]+ - 1\) === 0\))/g
+const RUN_LOOP = /([\w$]+)\s*=\s*[\w$]+\(this\._interruptedCause\);?\s*\}(\s*)this\.currentOpCount\+\+;/g
+const SUCCEED_WITH =
+  /(succeedWith\([\w$]+\)\s*\{\s*)(if\s*\(\(\+\+this\.currentOpCount\s*&\s*[\w$]+\s*-\s*1\)\s*===\s*0\))/g
 const OP = JSON.stringify("~effect/Effect/identifier")
 // BENCH_TOLLGATE: another build to count (as for bench/run.mjs); bin/tollgate by default.
 const tollgateBin = resolve(process.env.BENCH_TOLLGATE || join(root, "bin", "tollgate"))
@@ -44,7 +45,7 @@ for (const [name, pattern] of [
 // The counter (a Map by op name) and the SIGUSR2 handler that writes it to a file go in after the shebang.
 const counted = source
   .replace(RUN_LOOP, `$&$2globalThis.__tgOp($1?.[${OP}]);`)
-  .replace(SUCCEED_WITH, `$1globalThis.__tgOp("(succeedWith)");\n$2`)
+  .replace(SUCCEED_WITH, `$1globalThis.__tgOp("(succeedWith)");$2`)
   .replace(
     /\n/,
     `\nglobalThis.__ops = new Map(); globalThis.__tgOp = (op) => globalThis.__ops.set(String(op), (globalThis.__ops.get(String(op)) ?? 0) + 1); process.on("SIGUSR2", async () => (await import("node:fs")).writeFileSync(${JSON.stringify(join(dir, "ops.json"))}, JSON.stringify([...globalThis.__ops])));\n`,

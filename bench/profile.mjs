@@ -4,7 +4,9 @@
 // stage (parse, auth, admission, store, route, upstream, relay, meter, record, metrics, log, the pipeline's
 // other code, Effect's runtime, Node's HTTP and streams, GC); a builtin of the engine (`writev`,
 // `indexOfString`) counts for the file that called it. Printed as µs of CPU per request, with the
-// same figure for the plain proxy's whole process (bench/plain-proxy.mjs, measured by /proc, no profile).
+// same figure for the plain proxy's whole process (bench/plain-proxy.mjs, measured by /proc, no profile), and
+// the plain proxy profiled the same way, to set Node's files (http, net, streams, fs), GC and the engine of
+// both side by side: what Tollgate makes Node do beyond what forwarding alone costs.
 //
 // A profile's sampling costs CPU too, so the totals are above `npm run bench`'s; the split is what to read.
 // The bundle is built with a source map (`npm run bench:profile` builds it: TOLLGATE_SOURCEMAP=1), which is
@@ -69,9 +71,10 @@ const STAGES = [
   ],
   ["log", /\/src\/ops\/logger\.ts$/],
   ["translate", /\/src\/translate\//],
-  ["pipeline (other src)", /\/src\//],
-  ["effect runtime", /\/node_modules\/effect\//],
-  ["other packages", /\/node_modules\//],
+  // Packages before the catch-all for src/: effect ships its sources as node_modules/effect/src/.
+  ["effect runtime", /(^|\/)node_modules\/effect\//],
+  ["other packages", /(^|\/)node_modules\//],
+  ["pipeline (other src)", /(^|\/)src\//],
   ["node (http, net, streams)", /^node:/],
   ["gc", /^\(garbage collector\)$/],
   ["native / program", /^\((program|root)\)$|^$/],
@@ -280,6 +283,40 @@ try {
     const proxied = await load(proxy.url, proxyReq, seconds)
     const proxyUs =
       before === null ? null : ((cpuTimeMs(proxy.child.pid) - before) * 1000) / proxied.completed
+    // The plain proxy profiled the same way (its own process, the same pauses): Node's files side by side.
+    const proxyProfDir = join(own, "proxy-prof")
+    mkdirSync(proxyProfDir, { recursive: true })
+    const profiledProxy = await startServer({
+      name: `plain proxy (${c.name}, profiled)`,
+      script: join(here, "plain-proxy.mjs"),
+      args: ["--listen", "127.0.0.1:0", "--upstream", fake.url],
+      nodeArgs: ["--cpu-prof", `--cpu-prof-dir=${proxyProfDir}`],
+      logFile: join(own, "proxy-profiled.log"),
+      pipeStdin: true,
+    })
+    await load(profiledProxy.url, proxyReq, 3)
+    await sleep(1_500)
+    const proxyMeasured = await load(profiledProxy.url, proxyReq, seconds)
+    await sleep(1_500)
+    await stop(profiledProxy.child, 10_000)
+    const proxyFile = readdirSync(proxyProfDir).find((f) => f.endsWith(".cpuprofile"))
+    if (proxyFile === undefined) throw new Error(`${c.name}: the plain proxy wrote no profile`)
+    const proxyProfile = analyse(
+      JSON.parse(readFileSync(join(proxyProfDir, proxyFile), "utf8")),
+      makeLocate("", undefined),
+    )
+    const proxyBySource = new Map(
+      [...proxyProfile.bySource].map(([source, us]) => [source, us / proxyMeasured.completed]),
+    )
+    const proxyProfiledUs = [...proxyBySource.values()].reduce((a, b) => a + b, 0)
+    // Node's own files (and GC, the engine): Tollgate's µs, the proxy's, largest difference first.
+    const nodeSources = new Set(
+      [...bySource.keys(), ...proxyBySource.keys()].filter((source) => /^node:|^\(/.test(source)),
+    )
+    const nodeFiles = [...nodeSources]
+      .map((source) => [source, (bySource.get(source) ?? 0) / completed, proxyBySource.get(source) ?? 0])
+      .sort((a, b) => b[1] - b[2] - (a[1] - a[2]))
+      .slice(0, 12)
     const perRequest = Object.fromEntries(Object.entries(byStage).map(([k, us]) => [k, us / completed]))
     const total = Object.values(perRequest).reduce((a, b) => a + b, 0)
     const top = [...bySource.entries()]
@@ -292,6 +329,8 @@ try {
       .map(([owner, us]) => [owner, us / completed])
     results[c.name] = {
       nodeCallers,
+      nodeFiles,
+      proxyProfiledUs,
       completed,
       windowS: windowUs / 1e6,
       perRequest,
@@ -325,10 +364,18 @@ console.log(
 console.log(
   `${"plain proxy (whole process)".padEnd(width)}${names.map((n) => pad(results[n].proxyUs?.toFixed(1) ?? "-", 16)).join("")}`,
 )
+console.log(
+  `${"plain proxy (profiled)".padEnd(width)}${names.map((n) => pad(results[n].proxyProfiledUs.toFixed(1), 16)).join("")}`,
+)
 for (const n of names) {
   console.log(`\n${n}: the files with the most CPU (µs/request)`)
   for (const [source, us] of results[n].top) console.log(`  ${us.toFixed(1).padStart(7)}  ${source}`)
   console.log(`${n}: Node's share, by the function in src/ or node_modules/ that called it (µs/request)`)
   for (const [owner, us] of results[n].nodeCallers) console.log(`  ${us.toFixed(1).padStart(7)}  ${owner}`)
+  console.log(`${n}: Node's files and the engine, Tollgate vs the plain proxy, both profiled (µs/request)`)
+  for (const [source, own, proxied] of results[n].nodeFiles)
+    console.log(
+      `  ${own.toFixed(1).padStart(7)} ${proxied.toFixed(1).padStart(7)} ${(own - proxied).toFixed(1).padStart(7)}  ${source}`,
+    )
 }
 if (values.json !== undefined) writeFileSync(values.json, `${JSON.stringify(results, null, 2)}\n`)
