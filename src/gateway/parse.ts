@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders, IncomingMessage } from "node:http"
 import { BodyTimeout, BodyTooLarge, BuffersFull, InvalidRequest } from "../domain/errors.js"
 import type { Endpoint } from "../domain/endpoint.js"
 import { readRequest, type Parsed } from "../domain/request.js"
-import { duplicatedMember } from "../providers/patch.js"
+import { duplicatedMember, memberKeys } from "../providers/patch.js"
 
 /** Where a body's bytes are taken from as they arrive (the buffer budget, src/ops/BodyBuffers.ts). */
 export type TakeBytes = (bytes: number) => boolean
@@ -80,7 +80,7 @@ export const collectBody = (
 }
 
 /** The top-level members Tollgate reads to route, budget and meter a request: each must be given once. */
-const READ_MEMBERS = [
+const READ_MEMBERS = memberKeys([
   "model",
   "stream",
   "stream_options",
@@ -88,7 +88,7 @@ const READ_MEMBERS = [
   "max_completion_tokens",
   "max_output_tokens",
   "previous_response_id",
-]
+])
 
 /** Longest model (route) name accepted, UTF-8 bytes. */
 export const MAX_MODEL_CHARS = 256

@@ -83,17 +83,29 @@ const keyEquals = (buf: Uint8Array, start: number, end: number, key: string): bo
   return true
 }
 
+/** Keys to look for with `duplicatedMember`, each with its quoted form as bytes (made once, not per request). */
+export interface MemberKeys {
+  readonly keys: ReadonlyArray<string>
+  readonly quoted: ReadonlyArray<Buffer>
+}
+
+/** `keys` ready for `duplicatedMember`. */
+export const memberKeys = (keys: ReadonlyArray<string>): MemberKeys => ({
+  keys,
+  quoted: keys.map((key) => Buffer.from(`"${key}"`, "utf8")),
+})
+
 /**
  * The first of `keys` that is a top-level member of the JSON object in `buf`
  * more than once, or undefined. A native search for each quoted key first:
  * the scan only runs when one of them occurs twice anywhere in the body.
  */
-export const duplicatedMember = (buf: Buffer, keys: ReadonlyArray<string>): string | undefined => {
-  for (const key of keys) {
-    const quoted = `"${key}"`
-    const first = buf.indexOf(quoted)
-    if (first < 0 || buf.indexOf(quoted, first + quoted.length) < 0) continue
-    if (scanMembers(buf, key).count > 1) return key
+export const duplicatedMember = (buf: Buffer, { keys, quoted }: MemberKeys): string | undefined => {
+  for (let k = 0; k < keys.length; k++) {
+    const needle = quoted[k]!
+    const first = buf.indexOf(needle)
+    if (first < 0 || buf.indexOf(needle, first + needle.length) < 0) continue
+    if (scanMembers(buf, keys[k]!).count > 1) return keys[k]
   }
   return undefined
 }
