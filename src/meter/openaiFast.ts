@@ -154,7 +154,7 @@ export class ChatFast implements Reader<Chat> {
   /**
    * The event at `at`: its end with its output in `out`, or -1 (an `error`
    * member, a `usage` other than null, `choices` that are not an array of
-   * objects, a string to count outside ASCII, or anything that is not
+   * objects, a string to count that is not well-formed UTF-8, or anything that is not
    * exactly one `data:` line of strict JSON and a blank line).
    */
   read(b: Uint8Array, at: number, out: FastFold): number {
@@ -299,7 +299,7 @@ export class ResponsesFast implements Reader<0> {
   /**
    * The event at `at`: its end with its output in `out`, or -1 (a type the
    * fold reads, a `type` missing or with an escape, a `delta` to count
-   * outside ASCII, other lines, or JSON that is not strict).
+   * that is not well-formed UTF-8, other lines, or JSON that is not strict).
    */
   read(b: Uint8Array, at: number, out: FastFold): number {
     if (!startsWith(b, at, EVENT)) return -1

@@ -3,8 +3,9 @@
  * 0075): it walks one value without building it, checks it is JSON that
  * `JSON.parse` accepts, and hands the caller the few fields a meter reads.
  * Anything it is not sure of (a line break, an escape in a key, a string
- * to count with bytes outside ASCII, a value nested too deep) makes it
- * decline with -1, and the caller parses the event as before.
+ * to count with bytes that are not well-formed UTF-8 or an escaped
+ * surrogate, a value nested too deep) makes it decline with -1, and the
+ * caller parses the event as before.
  *
  * Whitespace between tokens is the space and the tab only: a CR or LF ends
  * the SSE line the JSON came in.
@@ -68,11 +69,41 @@ export interface Counted {
 }
 
 /**
+ * The length of the well-formed UTF-8 sequence that starts with `c` (≥ 0x80) at `i`, or -1: a stray
+ * continuation byte, an overlong form, an encoded surrogate, a code point past U+10FFFF or a sequence cut
+ * short. Such bytes decode to U+FFFD, whose length is not theirs: the caller declines them.
+ */
+const utf8Length = (b: Uint8Array, i: number, c: number): number => {
+  const c1 = b[i + 1]
+  if (c1 === undefined) return -1
+  if (c >= 0xc2 && c <= 0xdf) return c1 >= 0x80 && c1 <= 0xbf ? 2 : -1
+  if (c >= 0xe0 && c <= 0xef) {
+    const low = c === 0xe0 ? 0xa0 : 0x80
+    const high = c === 0xed ? 0x9f : 0xbf
+    if (c1 < low || c1 > high) return -1
+    const c2 = b[i + 2]
+    return c2 !== undefined && c2 >= 0x80 && c2 <= 0xbf ? 3 : -1
+  }
+  if (c >= 0xf0 && c <= 0xf4) {
+    const low = c === 0xf0 ? 0x90 : 0x80
+    const high = c === 0xf4 ? 0x8f : 0xbf
+    if (c1 < low || c1 > high) return -1
+    const c2 = b[i + 2]
+    const c3 = b[i + 3]
+    return c2 !== undefined && c2 >= 0x80 && c2 <= 0xbf && c3 !== undefined && c3 >= 0x80 && c3 <= 0xbf
+      ? 4
+      : -1
+  }
+  return -1
+}
+
+/**
  * The string at `i` (its opening quote), counted: the index after its
  * closing quote with the UTF-8 length of its decoded value in `out.bytes`
- * (what `Buffer.byteLength(JSON.parse(…))` gives), or -1 — also for a byte
- * outside ASCII or an escaped surrogate (their byte count depends on what
- * surrounds them: the parser counts those).
+ * (what `Buffer.byteLength(JSON.parse(…))` gives), or -1. Text outside ASCII
+ * counts as its bytes when they are well-formed UTF-8 (decoding keeps them
+ * as they are); anything else declines, as does an escaped surrogate (its
+ * byte count depends on what surrounds it: the parser counts those).
  */
 export const stringBytes = (b: Uint8Array, i: number, out: Counted): number => {
   const n = b.length
@@ -96,7 +127,12 @@ export const stringBytes = (b: Uint8Array, i: number, out: Counted): number => {
         bytes += unit < 0x80 ? 1 : unit < 0x800 ? 2 : 3
       } else bytes += 1
       i += length - 1
-    } else if (c < 0x20 || c >= 0x80) return -1
+    } else if (c >= 0x80) {
+      const length = utf8Length(b, i, c)
+      if (length < 0) return -1
+      bytes += length
+      i += length - 1
+    } else if (c < 0x20) return -1
     else bytes += 1
   }
   return -1

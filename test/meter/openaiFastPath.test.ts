@@ -162,6 +162,58 @@ const bothWays = (endpoint: "/v1/chat/completions" | "/v1/responses", chunks: Re
   return { fast: stateOf(fast), reference: stateOf(reference) }
 }
 
+/** `event` with the JSON string `"text"` in it holding `bytes` instead (raw, any bytes at all). */
+const withTextBytes = (event: string, text: string, bytes: ReadonlyArray<number>): Buffer => {
+  const quoted = `"${text}"`
+  const at = event.indexOf(quoted)
+  return Buffer.concat([
+    Buffer.from(event.slice(0, at + 1)),
+    Buffer.from(bytes),
+    Buffer.from(event.slice(at + quoted.length - 1)),
+  ])
+}
+
+/**
+ * Byte sequences that are not well-formed UTF-8: stray continuations, overlong forms, encoded surrogates,
+ * past U+10FFFF, cut short (before the closing quote), bytes no UTF-8 has.
+ */
+const MALFORMED_UTF8: ReadonlyArray<ReadonlyArray<number>> = [
+  [0x80],
+  [0xbf],
+  [0xc0, 0x80],
+  [0xc1, 0xbf],
+  [0xe0, 0x80, 0x80],
+  [0xe0, 0x9f, 0xbf],
+  [0xed, 0xa0, 0x80],
+  [0xed, 0xbf, 0xbf],
+  [0xf0, 0x80, 0x80, 0x80],
+  [0xf0, 0x8f, 0xbf, 0xbf],
+  [0xf4, 0x90, 0x80, 0x80],
+  [0xf5, 0x80, 0x80, 0x80],
+  [0xff],
+  [0xc3],
+  [0xe2, 0x82],
+  [0xf0, 0x9f, 0x98],
+  [0x61, 0xc3, 0x28],
+]
+
+/** Text bytes: well-formed characters of every length, malformed sequences, and single bytes from 0x80 up. */
+const textBytes: fc.Arbitrary<Array<number>> = fc
+  .array(
+    fc.oneof(
+      { weight: 4, arbitrary: fc.string({ unit: "grapheme", maxLength: 3 }).map((t) => [...Buffer.from(t)]) },
+      { weight: 1, arbitrary: fc.constantFrom(...MALFORMED_UTF8).map((b) => [...b]) },
+      { weight: 1, arbitrary: fc.integer({ min: 0x80, max: 0xff }).map((b) => [b]) },
+      { weight: 1, arbitrary: fc.constantFrom([0x61], [0x5c, 0x6e], [0x5c, 0x75, 0x30, 0x30, 0x65, 0x39]) },
+    ),
+    { maxLength: 6 },
+  )
+  .map((parts) => parts.flat())
+  // A quote or a backslash on its own would end or break the string: the escapes above stand for them.
+  .filter(
+    (bytes) => !bytes.some((b, i) => (b === 0x22 || b === 0x5c) && !(b === 0x5c && i + 1 < bytes.length)),
+  )
+
 const CHAT_HEAD =
   'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-5","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n'
 const CHAT_USAGE =
@@ -188,14 +240,21 @@ describe("the Chat Completions chunk fast path", () => {
     expect(readChat(tool).out).toEqual({ bytes: Buffer.byteLength('{"city":'), started: true })
     const finish = 'data: {"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
     expect(readChat(finish).out).toEqual({ bytes: 0, started: true })
+    // Text outside ASCII, as OpenAI sends it (raw UTF-8): its bytes are its length.
+    for (const text of ["é", "€", "日本語の文", "😀", "Grüße, мир", "\u2028"]) {
+      const event = chatEvent(text)
+      expect(readChat(event), text).toEqual({
+        end: Buffer.byteLength(event),
+        out: { bytes: Buffer.byteLength(text), started: true },
+      })
+    }
   })
 
-  it("declines what it does not read exactly: errors, usage, text outside ASCII, CRLF, more lines, bad JSON", () => {
+  it("declines what it does not read exactly: errors, usage, escaped surrogates, CRLF, more lines, bad JSON", () => {
     for (const event of [
       CHAT_USAGE,
       'data: {"error":{"message":"overloaded"}}\n\n',
-      chatEvent("é"),
-      chatEvent("\ud83d\ude00"),
+      chatEvent("ok").replace('"ok"', '"\\ud83d\\ude00"'),
       chatEvent("ok").replace(/\n/g, "\r\n"),
       chatEvent("ok").slice(0, -1),
       `id: 7\n${chatEvent("ok")}`,
@@ -209,6 +268,27 @@ describe("the Chat Completions chunk fast path", () => {
     ]) {
       expect(readChat(event).end, event).toBe(-1)
     }
+    // Bytes that are not well-formed UTF-8 decode to U+FFFD, whose length is not theirs: declined.
+    for (const bytes of MALFORMED_UTF8) {
+      const event = withTextBytes(chatEvent("ok"), "ok", bytes)
+      expect(new ChatFast().read(event, 0, { bytes: -1, started: false }), bytes.join(",")).toBe(-1)
+    }
+  })
+
+  it("meters text of any bytes, well-formed UTF-8 or not, exactly as parsing does", () => {
+    fc.assert(
+      fc.property(textBytes, (bytes) => {
+        const event = withTextBytes(chatEvent("ok"), "ok", bytes)
+        const { fast, reference } = bothWays("/v1/chat/completions", [
+          Buffer.from(CHAT_HEAD),
+          event,
+          Buffer.from(CHAT_USAGE),
+          Buffer.from(DONE),
+        ])
+        expect(fast).toEqual(reference)
+      }),
+      { numRuns: 2000 },
+    )
   })
 
   it("meters any stream of chunks exactly as parsing every event does, however it is cut", () => {
@@ -304,6 +384,17 @@ describe("the Responses output-delta fast path", () => {
     }
     const one = textDelta(5, "Hello")
     expect(read(one)).toEqual({ end: Buffer.byteLength(one), out: { bytes: 5, started: true } })
+    for (const text of ["é", "日本語の文", "😀", "Grüße, мир"]) {
+      const event = textDelta(5, text)
+      expect(read(event), text).toEqual({
+        end: Buffer.byteLength(event),
+        out: { bytes: Buffer.byteLength(text), started: true },
+      })
+    }
+    for (const bytes of MALFORMED_UTF8) {
+      const event = withTextBytes(textDelta(5, "x"), "x", bytes)
+      expect(new ResponsesFast().read(event, 0, { bytes: -1, started: false }), bytes.join(",")).toBe(-1)
+    }
     const done =
       'event: response.output_text.done\ndata: {"type":"response.output_text.done","sequence_number":9,"item_id":"msg_1","output_index":0,"content_index":0,"text":"tok0 tök1","logprobs":[]}\n\n'
     expect(read(done)).toEqual({ end: Buffer.byteLength(done), out: { bytes: 0, started: false } })
@@ -313,7 +404,7 @@ describe("the Responses output-delta fast path", () => {
     for (const event of [
       RESPONSES_HEAD,
       RESPONSES_END,
-      textDelta(5, "é"),
+      textDelta(5, "x").replace('"x"', '"\\ud800"'),
       textDelta(5, "x").replace(/\n/g, "\r\n"),
       textDelta(5, "x").replace('"type":"response.output_text.delta",', ""),
       textDelta(5, "x").replace(
@@ -344,6 +435,20 @@ describe("the Responses output-delta fast path", () => {
         },
       ),
       { numRuns: 400 },
+    )
+  })
+
+  it("meters a delta of any bytes, well-formed UTF-8 or not, exactly as parsing does", () => {
+    fc.assert(
+      fc.property(textBytes, (bytes) => {
+        const { fast, reference } = bothWays("/v1/responses", [
+          Buffer.from(RESPONSES_HEAD),
+          withTextBytes(textDelta(3, "x"), "x", bytes),
+          Buffer.from(RESPONSES_END),
+        ])
+        expect(fast).toEqual(reference)
+      }),
+      { numRuns: 2000 },
     )
   })
 
