@@ -82,11 +82,12 @@ export const relay = (
   observe: Observer,
   holdLast = false,
   transform?: ChunkTransform,
+  meter?: { readonly finished: boolean },
 ): Effect.Effect<RelayEnd> =>
   // One relay per call, built here rather than when the effect runs (an `Effect.suspend` stays on the
   // fiber for as long as the stream is open: 140 bytes per stream): run the effect once, where it is made,
   // as both callers in serve.ts do.
-  Effect.callback<RelayEnd>(new Relay(deadlines, response, res, observe, holdLast, transform).register)
+  Effect.callback<RelayEnd>(new Relay(deadlines, response, res, observe, holdLast, transform, meter).register)
 
 /**
  * One relay's state and callbacks: the call's `BodyReader` and the deadline's holder in one object, its
@@ -96,6 +97,8 @@ export const relay = (
 class Relay implements BodyReader, DeadlineHolder {
   private done = false
   private held: Buffer | undefined = undefined
+  /** What the observer would have said of the pending chunks (written at the start, observed already). */
+  private pendingReason: typeof FINAL | undefined = undefined
   /** While a stream's final chunk is held (`FINAL`): the timer that writes it if the upstream's end is late. */
   private finalTimer: ReturnType<typeof setTimeout> | undefined = undefined
   private readonly call: AttemptResponse["call"]
@@ -130,6 +133,8 @@ class Relay implements BodyReader, DeadlineHolder {
     private readonly observe: Observer,
     private readonly holdLast: boolean,
     private readonly transform: ChunkTransform | undefined,
+    /** The stream's meter: pending chunks after which it is finished are held like a `FINAL` one. */
+    private readonly meter: { readonly finished: boolean } | undefined,
   ) {
     this.call = response.call
     this.deadline = response.deadline
@@ -146,10 +151,15 @@ class Relay implements BodyReader, DeadlineHolder {
     // The attempt's expiry (or a paused relay's) is not called while a holder is set: dropped, so the
     // stream does not keep alive what its closure holds.
     deadline.expire = expireUnheld
-    // The pending chunks were already observed by whoever held them (the attempt's meter, or the caller).
+    // The pending chunks were already observed by whoever held them (the attempt's meter, or the caller); the
+    // whole stream may be among them (a short one that came in one read): then they are held for the end.
     const pending = this.response.pending
-    if (pending.length === 1) this.write(pending[0]!, true)
-    else if (pending.length > 1) this.writeMany(pending, true)
+    if (pending.length > 0) {
+      this.pendingReason = this.meter?.finished === true ? FINAL : undefined
+      if (pending.length === 1) this.write(pending[0]!, true)
+      else this.writeMany(pending, true)
+      this.pendingReason = undefined
+    }
     pending.length = 0
     res.on("drain", this.onDrain)
     // What arrived since the attempt (or the last relay) paused, then the end or a failure if they came.
@@ -207,7 +217,7 @@ class Relay implements BodyReader, DeadlineHolder {
   }
 
   private write(arrived: Buffer, observed: boolean): boolean {
-    const reason = observed ? undefined : this.observe(arrived)
+    const reason = observed ? this.pendingReason : this.observe(arrived)
     const transform = this.transform
     let chunk: Buffer | undefined = transform === undefined ? arrived : transform.push(arrived)
     if (this.holdLast && chunk !== undefined) {
@@ -252,7 +262,7 @@ class Relay implements BodyReader, DeadlineHolder {
    */
   private writeMany(chunks: ReadonlyArray<Buffer>, observed: boolean): number {
     let taken = chunks.length
-    let reason: string | undefined
+    let reason: string | undefined = observed ? this.pendingReason : undefined
     if (!observed) {
       for (let i = 0; i < chunks.length; i++) {
         reason = this.observe(chunks[i]!)

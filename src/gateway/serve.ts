@@ -194,6 +194,7 @@ export const makeServe = (deps: ServeDeps) => {
       observe,
       meter === undefined,
       transform,
+      meter,
     )
     let error = committed.error
     while (end._tag === "Paused" && cutoff !== undefined) {
@@ -210,7 +211,7 @@ export const makeServe = (deps: ServeDeps) => {
         end = { _tag: "Cutoff" }
         break
       }
-      end = yield* relay(deadlines, response, res, observe, false, transform)
+      end = yield* relay(deadlines, response, res, observe, false, transform, meter)
     }
     if (meter !== undefined) {
       meter.end()

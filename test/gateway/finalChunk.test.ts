@@ -58,6 +58,8 @@ interface Upstream {
   /** When the last stream's body was ended. */
   endedAt: number
   ending: Ending
+  /** Send the whole stream in one write (it reaches the gateway before the commit, all pending). */
+  together: boolean
   close(): Promise<void>
 }
 
@@ -67,15 +69,16 @@ const startUpstream = async (): Promise<Upstream> => {
     finalSentAt: 0,
     endedAt: 0,
     ending: { kind: "late", afterMs: 0 },
+    together: false,
     close: () => new Promise<void>((done) => server.close(() => done())),
   }
   const answer = (res: ServerResponse) => {
     res.writeHead(200, { "content-type": "text/event-stream", "request-id": "req_final" })
     const events = anthropicStream(5)
-    res.write(events.slice(0, -1).join(""))
-    // The final event on its own, then the body's end as the test asks.
+    if (!upstream.together) res.write(events.slice(0, -1).join(""))
+    // The final event on its own (or the whole stream), then the body's end as the test asks.
     setTimeout(() => {
-      res.write(events.at(-1)!)
+      res.write(upstream.together ? events.join("") : events.at(-1)!)
       upstream.finalSentAt = performance.now()
       const ending = upstream.ending
       // A reset right after the final event: before the relay's hold (5 ms) is over.
@@ -169,6 +172,22 @@ describe("a stream's final chunk, held for the end of the response", () => {
       incomplete: false,
       error: null,
     })
+  })
+
+  it("is held and written on time the same way when the whole stream came before the commit", async () => {
+    upstream.together = true
+    try {
+      upstream.ending = { kind: "late", afterMs: 0 }
+      expect((await readStream(h, "message_stop")).text).toBe(anthropicStream(5).join(""))
+      upstream.ending = { kind: "late", afterMs: 600 }
+      const { text, markerAt } = await readStream(h, "message_stop")
+      expect(text).toBe(anthropicStream(5).join(""))
+      expect(markerAt - upstream.finalSentAt).toBeLessThan(300)
+      expect(upstream.endedAt - markerAt).toBeGreaterThan(250)
+      expect(h.records().at(-1)).toMatchObject({ status: 200, output_tokens: 5, incomplete: false })
+    } finally {
+      upstream.together = false
+    }
   })
 
   it("goes before the error event when the upstream fails after it", async () => {
