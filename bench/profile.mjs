@@ -240,19 +240,28 @@ try {
       timeoutMs: (durationS + 60) * 1000,
     })
   }
+  /**
+   * One profiled run: starts `server` with `--cpu-prof`, a 3 s warm-up load, 1.5 s idle, the measured load,
+   * 1.5 s idle, then stops it (the profile is written as it exits). Returns the profile and the measured load.
+   */
+  const profiledRun = async (server, req, profDir) => {
+    mkdirSync(profDir, { recursive: true })
+    const started = await startServer({
+      ...server,
+      nodeArgs: [...(server.nodeArgs ?? []), "--cpu-prof", `--cpu-prof-dir=${profDir}`],
+    })
+    await load(started.url, req, 3)
+    await sleep(1_500)
+    const measured = await load(started.url, req, seconds)
+    await sleep(1_500)
+    await stop(started.child, 10_000)
+    const file = readdirSync(profDir).find((f) => f.endsWith(".cpuprofile"))
+    if (file === undefined) throw new Error(`${server.name}: no profile written in ${profDir}`)
+    return { profile: JSON.parse(readFileSync(join(profDir, file), "utf8")), measured }
+  }
   for (const c of chosen) {
     const own = join(dir, c.name)
-    const profDir = join(own, "prof")
-    mkdirSync(profDir, { recursive: true })
     const config = await writeTollgateConfig(own, c.variant, { upstreamUrl: fake.url })
-    const server = await startServer({
-      name: c.name,
-      script: bin,
-      args: ["serve", "--config", config],
-      nodeArgs: [...shebangNodeArgs(bin), "--cpu-prof", `--cpu-prof-dir=${profDir}`],
-      env: { [UPSTREAM_KEY_ENV]: UPSTREAM_KEY },
-      logFile: join(own, "tollgate.log"),
-    })
     const req = requestFor({
       api: "anthropic",
       target: c.variant,
@@ -260,14 +269,18 @@ try {
       jsonTokens: 16,
       streamTokens: 50,
     })
-    await load(server.url, req, 3)
-    await sleep(1_500)
-    const measured = await load(server.url, req, seconds)
-    await sleep(1_500)
-    await stop(server.child, 10_000)
-    const file = readdirSync(profDir).find((f) => f.endsWith(".cpuprofile"))
-    if (file === undefined) throw new Error(`${c.name}: no profile written in ${profDir}`)
-    const profile = JSON.parse(readFileSync(join(profDir, file), "utf8"))
+    const { profile, measured } = await profiledRun(
+      {
+        name: c.name,
+        script: bin,
+        args: ["serve", "--config", config],
+        nodeArgs: shebangNodeArgs(bin),
+        env: { [UPSTREAM_KEY_ENV]: UPSTREAM_KEY },
+        logFile: join(own, "tollgate.log"),
+      },
+      req,
+      join(own, "prof"),
+    )
     const { byStage, bySource, byOwner, windowUs } = analyse(profile, makeLocate(bundleUrl, map))
     const completed = measured.completed
     // The plain proxy under the same load, by /proc (its whole process).
@@ -284,27 +297,19 @@ try {
     const proxyUs =
       before === null ? null : ((cpuTimeMs(proxy.child.pid) - before) * 1000) / proxied.completed
     // The plain proxy profiled the same way (its own process, the same pauses): Node's files side by side.
-    const proxyProfDir = join(own, "proxy-prof")
-    mkdirSync(proxyProfDir, { recursive: true })
-    const profiledProxy = await startServer({
-      name: `plain proxy (${c.name}, profiled)`,
-      script: join(here, "plain-proxy.mjs"),
-      args: ["--listen", "127.0.0.1:0", "--upstream", fake.url],
-      nodeArgs: ["--cpu-prof", `--cpu-prof-dir=${proxyProfDir}`],
-      logFile: join(own, "proxy-profiled.log"),
-      pipeStdin: true,
-    })
-    await load(profiledProxy.url, proxyReq, 3)
-    await sleep(1_500)
-    const proxyMeasured = await load(profiledProxy.url, proxyReq, seconds)
-    await sleep(1_500)
-    await stop(profiledProxy.child, 10_000)
-    const proxyFile = readdirSync(proxyProfDir).find((f) => f.endsWith(".cpuprofile"))
-    if (proxyFile === undefined) throw new Error(`${c.name}: the plain proxy wrote no profile`)
-    const proxyProfile = analyse(
-      JSON.parse(readFileSync(join(proxyProfDir, proxyFile), "utf8")),
-      makeLocate("", undefined),
+    const proxyRun = await profiledRun(
+      {
+        name: `plain proxy (${c.name}, profiled)`,
+        script: join(here, "plain-proxy.mjs"),
+        args: ["--listen", "127.0.0.1:0", "--upstream", fake.url],
+        logFile: join(own, "proxy-profiled.log"),
+        pipeStdin: true,
+      },
+      proxyReq,
+      join(own, "proxy-prof"),
     )
+    const proxyMeasured = proxyRun.measured
+    const proxyProfile = analyse(proxyRun.profile, makeLocate("", undefined))
     const proxyBySource = new Map(
       [...proxyProfile.bySource].map(([source, us]) => [source, us / proxyMeasured.completed]),
     )
