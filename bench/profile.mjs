@@ -261,6 +261,7 @@ try {
   }
   for (const c of chosen) {
     const own = join(dir, c.name)
+    mkdirSync(own, { recursive: true })
     const config = await writeTollgateConfig(own, c.variant, { upstreamUrl: fake.url })
     const req = requestFor({
       api: "anthropic",
