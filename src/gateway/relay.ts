@@ -22,17 +22,6 @@ const PAUSED: RelayEnd = { _tag: "Paused" }
 export const PAUSE = "pause"
 
 /**
- * What an observer returns for a chunk that completes the stream (its meter saw the final event): the relay
- * holds it, with anything after it, so that it goes out with the end of the response — the last event and
- * the chunked terminator in one write, after the usage record — unless the upstream has not ended within
- * FINAL_HOLD_MS, when it is written as it is.
- */
-export const FINAL = "final"
-
-/** Longest a stream's final chunk waits for the upstream's end before it is written on its own, ms. */
-export const FINAL_HOLD_MS = 5
-
-/**
  * Reads a look at each chunk after it was written; returns a reason to stop
  * (malformed SSE, an oversized event, a budget cutoff) or undefined.
  */
@@ -71,9 +60,7 @@ const endOfTimeout = (kind: TimeoutKind): RelayEnd =>
  * the next one arrives, so the last one goes out with the end of the
  * response — headers, body and chunked terminator in one write for the
  * usual one-chunk JSON body, instead of a second syscall after the usage
- * record. A client of a JSON body waits for all of it anyway. An event
- * stream's observer holds its final chunk the same way (`FINAL`), for at
- * most FINAL_HOLD_MS.
+ * record. A client of a JSON body waits for all of it anyway.
  */
 export const relay = (
   deadlines: Deadlines["Service"],
@@ -82,12 +69,11 @@ export const relay = (
   observe: Observer,
   holdLast = false,
   transform?: ChunkTransform,
-  meter?: { readonly finished: boolean },
 ): Effect.Effect<RelayEnd> =>
   // One relay per call, built here rather than when the effect runs (an `Effect.suspend` stays on the
   // fiber for as long as the stream is open: 140 bytes per stream): run the effect once, where it is made,
   // as both callers in serve.ts do.
-  Effect.callback<RelayEnd>(new Relay(deadlines, response, res, observe, holdLast, transform, meter).register)
+  Effect.callback<RelayEnd>(new Relay(deadlines, response, res, observe, holdLast, transform).register)
 
 /**
  * One relay's state and callbacks: the call's `BodyReader` and the deadline's holder in one object, its
@@ -97,10 +83,6 @@ export const relay = (
 class Relay implements BodyReader, DeadlineHolder {
   private done = false
   private held: Buffer | undefined = undefined
-  /** What the observer would have said of the pending chunks (written at the start, observed already). */
-  private pendingReason: typeof FINAL | undefined = undefined
-  /** While a stream's final chunk is held (`FINAL`): the timer that writes it if the upstream's end is late. */
-  private finalTimer: ReturnType<typeof setTimeout> | undefined = undefined
   private readonly call: AttemptResponse["call"]
   private readonly deadline: Deadline
   private resume: (effect: Effect.Effect<RelayEnd>) => void = ignoreResume
@@ -113,11 +95,6 @@ class Relay implements BodyReader, DeadlineHolder {
   }
   /** Interruption (the client left, or the drain): stop relaying and abort the upstream request. */
   private readonly cancel = Effect.sync(() => void this.stop(true))
-  /** The upstream's end is late: the held final chunk goes out on its own. */
-  private readonly releaseFinal = (): void => {
-    this.finalTimer = undefined
-    this.flushHeld()
-  }
   /** The response's `drain` listener. */
   private readonly onDrain = (): void => {
     const deadline = this.deadline
@@ -133,8 +110,6 @@ class Relay implements BodyReader, DeadlineHolder {
     private readonly observe: Observer,
     private readonly holdLast: boolean,
     private readonly transform: ChunkTransform | undefined,
-    /** The stream's meter: pending chunks after which it is finished are held like a `FINAL` one. */
-    private readonly meter: { readonly finished: boolean } | undefined,
   ) {
     this.call = response.call
     this.deadline = response.deadline
@@ -151,15 +126,10 @@ class Relay implements BodyReader, DeadlineHolder {
     // The attempt's expiry (or a paused relay's) is not called while a holder is set: dropped, so the
     // stream does not keep alive what its closure holds.
     deadline.expire = expireUnheld
-    // The pending chunks were already observed by whoever held them (the attempt's meter, or the caller); the
-    // whole stream may be among them (a short one that came in one read): then they are held for the end.
+    // The pending chunks were already observed by whoever held them (the attempt's meter, or the caller).
     const pending = this.response.pending
-    if (pending.length > 0) {
-      this.pendingReason = this.meter?.finished === true ? FINAL : undefined
-      if (pending.length === 1) this.write(pending[0]!, true)
-      else this.writeMany(pending, true)
-      this.pendingReason = undefined
-    }
+    if (pending.length === 1) this.write(pending[0]!, true)
+    else if (pending.length > 1) this.writeMany(pending, true)
     pending.length = 0
     res.on("drain", this.onDrain)
     // What arrived since the attempt (or the last relay) paused, then the end or a failure if they came.
@@ -201,9 +171,6 @@ class Relay implements BodyReader, DeadlineHolder {
   private stop(close: boolean, keepOpen = false): boolean {
     if (this.done) return false
     this.done = true
-    // A relay that ends other than complete (a failure, a pause, the client gone) writes a held final chunk
-    // first: what follows (an error event, the next relay) comes after it.
-    this.flushHeld()
     if (!keepOpen) this.deadlines.unregister(this.deadline)
     this.deadline.holder = undefined
     this.call.detach()
@@ -217,40 +184,16 @@ class Relay implements BodyReader, DeadlineHolder {
   }
 
   private write(arrived: Buffer, observed: boolean): boolean {
-    const reason = observed ? this.pendingReason : this.observe(arrived)
+    const reason = observed ? undefined : this.observe(arrived)
     const transform = this.transform
     let chunk: Buffer | undefined = transform === undefined ? arrived : transform.push(arrived)
     if (this.holdLast && chunk !== undefined) {
       const previous = this.held
       this.held = chunk
       chunk = previous
-    } else if (reason === FINAL) {
-      if (chunk !== undefined) this.holdFinal(chunk)
-      return this.written(true, undefined)
     }
     const more = chunk === undefined || this.res.write(chunk)
     return this.written(more, reason)
-  }
-
-  /** Holds `chunk` (after what is held already) for the end of the response, for at most FINAL_HOLD_MS. */
-  private holdFinal(chunk: Buffer): void {
-    this.held = this.held === undefined ? chunk : Buffer.concat([this.held, chunk])
-    if (this.finalTimer === undefined) {
-      this.finalTimer = setTimeout(this.releaseFinal, FINAL_HOLD_MS)
-      this.finalTimer.unref()
-    }
-  }
-
-  /** Writes a held final chunk now (not a JSON body's held chunk: `holdLast` keeps that for the end). */
-  private flushHeld(): void {
-    if (this.finalTimer !== undefined) {
-      clearTimeout(this.finalTimer)
-      this.finalTimer = undefined
-    }
-    if (this.holdLast || this.held === undefined) return
-    const held = this.held
-    this.held = undefined
-    if (!this.res.writableEnded && !this.res.destroyed) this.res.write(held)
   }
 
   /**
@@ -262,12 +205,11 @@ class Relay implements BodyReader, DeadlineHolder {
    */
   private writeMany(chunks: ReadonlyArray<Buffer>, observed: boolean): number {
     let taken = chunks.length
-    let reason: string | undefined = observed ? this.pendingReason : undefined
+    let reason: string | undefined
     if (!observed) {
       for (let i = 0; i < chunks.length; i++) {
         reason = this.observe(chunks[i]!)
-        // The final chunk stops nothing: the ones after it are held with it.
-        if (reason !== undefined && reason !== FINAL) {
+        if (reason !== undefined) {
           taken = i + 1
           break
         }
@@ -288,11 +230,6 @@ class Relay implements BodyReader, DeadlineHolder {
       const held = this.held
       parts = held === undefined ? parts.slice(0, -1) : [held, ...parts.slice(0, -1)]
       this.held = last
-    } else if (reason === FINAL) {
-      // The last of them completed the stream (or came after the chunk that did): all held for the end.
-      if (parts.length > 0) this.holdFinal(parts.length === 1 ? parts[0]! : Buffer.concat(parts))
-      this.written(true, undefined)
-      return taken
     }
     const more = parts.length === 0 || this.res.write(parts.length === 1 ? parts[0]! : Buffer.concat(parts))
     this.written(more, reason)
@@ -328,18 +265,12 @@ class Relay implements BodyReader, DeadlineHolder {
   }
 
   private complete(): RelayEnd {
-    if (this.finalTimer !== undefined) {
-      clearTimeout(this.finalTimer)
-      this.finalTimer = undefined
-    }
     const rest = this.transform?.end()
     if (rest !== undefined) {
-      if (!this.holdLast && this.held === undefined) this.res.write(rest)
+      if (!this.holdLast) this.res.write(rest)
       else this.held = this.held === undefined ? rest : Buffer.concat([this.held, rest])
     }
-    // The caller ends the response with it.
     const held = this.held
-    this.held = undefined
     return held === undefined ? COMPLETE : { _tag: "Complete", last: held }
   }
 }

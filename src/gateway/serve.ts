@@ -15,7 +15,7 @@ import { closeResponse } from "./attempt.js"
 import type { Chosen } from "./attempts.js"
 import type { JsonCollector } from "../meter/json.js"
 import type { Meter } from "../meter/Meter.js"
-import { FINAL, PAUSE, relay, type ChunkTransform, type Observer, type RelayEnd } from "./relay.js"
+import { PAUSE, relay, type ChunkTransform, type Observer, type RelayEnd } from "./relay.js"
 import { relayHeaders } from "./respond.js"
 import { responseTransform, type WholeBodyTransform } from "./translation.js"
 import { makeUsageChunkFilter } from "./usageChunk.js"
@@ -132,9 +132,7 @@ export const makeServe = (deps: ServeDeps) => {
       observe = (chunk) => {
         meter.push(chunk)
         if (meter.failure !== undefined) return meter.failure
-        if (cutoff !== undefined && cutoff.needed() > 0) return PAUSE
-        // The final event is in: the chunk goes out with the end of the response (one write, after the record).
-        return meter.finished ? FINAL : undefined
+        return cutoff !== undefined && cutoff.needed() > 0 ? PAUSE : undefined
       }
     } else if (ok) {
       const collector = (json = deps.meters.json())
@@ -194,7 +192,6 @@ export const makeServe = (deps: ServeDeps) => {
       observe,
       meter === undefined,
       transform,
-      meter,
     )
     let error = committed.error
     while (end._tag === "Paused" && cutoff !== undefined) {
@@ -211,7 +208,7 @@ export const makeServe = (deps: ServeDeps) => {
         end = { _tag: "Cutoff" }
         break
       }
-      end = yield* relay(deadlines, response, res, observe, false, transform, meter)
+      end = yield* relay(deadlines, response, res, observe, false, transform)
     }
     if (meter !== undefined) {
       meter.end()
@@ -255,8 +252,6 @@ export const makeServe = (deps: ServeDeps) => {
         return reported(chosen, { outcome, incomplete: true, error, usageEstimated: false, end: "destroy" })
       }
       floorStreamedOutput(meter, progress.request?.maxTokens)
-      // A final chunk held for the end (an in-band error event, say) goes before the error event.
-      if (end._tag === "Complete" && end.last !== undefined) res.write(end.last)
       if (error === "budget_exceeded") {
         res.write(
           streamErrorEvent(
