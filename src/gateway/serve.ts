@@ -180,7 +180,7 @@ export const makeServe = (deps: ServeDeps) => {
           includeUsage: includesUsage(request),
         })
       : ok && meter !== undefined && response.endpoint === "/v1/chat/completions" && !includesUsage(request)
-        ? makeUsageChunkFilter()
+        ? makeUsageChunkFilter(meter.usage)
         : undefined
     // A stream's response id is known from its first event: remembered before the client can ask about it.
     let responseId = meter?.responseId

@@ -28,15 +28,18 @@ const CR_CR = Buffer.from("\r\r")
 const LF = 0x0a
 const CR = 0x0d
 
+/** `bytes` ends with a blank line (`\n\n` or `\r\r`): every event in it is whole. */
+const endsWithBlankLine = (bytes: Buffer): boolean => {
+  const n = bytes.length
+  return (
+    n >= 2 && ((bytes[n - 1] === LF && bytes[n - 2] === LF) || (bytes[n - 1] === CR && bytes[n - 2] === CR))
+  )
+}
+
 /** The index just past the last event boundary (blank line) in `bytes`, or 0. */
 const completeUpTo = (bytes: Buffer): number => {
-  const n = bytes.length
   // Most chunks end with their event's blank line: then nothing of it is left to wait for.
-  if (
-    n >= 2 &&
-    ((bytes[n - 1] === LF && bytes[n - 2] === LF) || (bytes[n - 1] === CR && bytes[n - 2] === CR))
-  )
-    return n
+  if (endsWithBlankLine(bytes)) return bytes.length
   const lf = bytes.lastIndexOf(LF_LF)
   const crlf = bytes.lastIndexOf(CRLF_CRLF)
   const cr = bytes.lastIndexOf(CR_CR)
@@ -76,11 +79,19 @@ const filterEvents = (complete: Buffer): Buffer | undefined => {
   return kept.length === 0 ? undefined : Buffer.from(kept.join(""), "utf8")
 }
 
-/** A fresh filter for one stream. */
-export const makeUsageChunkFilter = (): ChunkTransform => {
+/**
+ * A fresh filter for one stream. `usage`: the stream meter's accumulator, which has seen each chunk before
+ * the filter does (the relay's observer runs first). Until it has any usage, a chunk of whole events holds no
+ * usage-only event — the meter would have folded its usage — so such a chunk goes through as it is, with no
+ * search: most chunks of a stream, whose usage comes last. Once it has usage, or when a chunk ends inside an
+ * event, every chunk is filtered as without it.
+ */
+export const makeUsageChunkFilter = (usage?: { readonly reported: boolean }): ChunkTransform => {
   let carry: Buffer | undefined
   return {
     push: (chunk) => {
+      if (carry === undefined && usage !== undefined && !usage.reported && endsWithBlankLine(chunk))
+        return chunk
       const bytes = carry === undefined ? chunk : Buffer.concat([carry, chunk])
       carry = undefined
       const upTo = completeUpTo(bytes)

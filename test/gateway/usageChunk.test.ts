@@ -1,6 +1,7 @@
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { makeUsageChunkFilter } from "../../src/gateway/usageChunk.js"
+import { makeStreamMeter } from "../../src/meter/stream.js"
 
 const chunk = (choices: string, usage = "") =>
   `data: {"id":"c","object":"chat.completion.chunk","choices":${choices}${usage}}\n\n`
@@ -66,6 +67,65 @@ describe("the usage-chunk filter of Chat Completions streams", () => {
       ),
       { numRuns: 200 },
     )
+  })
+
+  it("with the stream's meter beside it, gives the same bytes as filtering every chunk, however the stream is cut", () => {
+    // As the relay runs it: the meter sees each chunk first, then the filter, which skips its search while the
+    // meter has no usage and the chunk ends with a blank line.
+    const withMeter = (body: string, cuts: ReadonlyArray<number>): { out: string; skipped: boolean } => {
+      const meter = makeStreamMeter("/v1/chat/completions")
+      const filter = makeUsageChunkFilter(meter.usage)
+      const bytes = Buffer.from(body)
+      const points = [...new Set(cuts.map((c) => c % (bytes.length + 1)))].sort((a, b) => a - b)
+      let out = ""
+      let at = 0
+      let skipped = false
+      for (const point of [...points, bytes.length]) {
+        if (point <= at) continue
+        const part = bytes.subarray(at, point)
+        meter.push(part)
+        const passed = filter.push(part)
+        if (passed === part) skipped = true
+        out += passed?.toString() ?? ""
+        at = point
+      }
+      return { out: out + (filter.end()?.toString() ?? ""), skipped }
+    }
+    const event = fc.oneof(
+      { weight: 5, arbitrary: fc.string({ maxLength: 12 }).map(content) },
+      { weight: 1, arbitrary: fc.constant(usageOnly) },
+      { weight: 1, arbitrary: fc.constant(usageOnly.replace('"choices":[]', '"choices": []')) },
+      // A content chunk with usage (some providers send it on every chunk), a finish with usage, usage null.
+      {
+        weight: 1,
+        arbitrary: fc.constant(
+          chunk(
+            `[{"index":0,"delta":{"content":"u"}}]`,
+            `,"usage":{"prompt_tokens":2,"completion_tokens":1}`,
+          ),
+        ),
+      },
+      { weight: 1, arbitrary: fc.constant(chunk(`[{"index":0,"delta":{},"finish_reason":"stop"}]`)) },
+      { weight: 1, arbitrary: fc.constant(": keep-alive\n\n") },
+    )
+    fc.assert(
+      fc.property(
+        fc.array(event, { maxLength: 8 }),
+        fc.array(fc.nat(), { maxLength: 12 }),
+        fc.constantFrom("\n\n", "\r\n\r\n", "\r\r", "\n\r\n", "\r\n\n"),
+        (events, cuts, end) => {
+          const head = chunk(`[{"index":0,"delta":{"role":"assistant","content":""}}]`, `,"model":"gpt-5"`)
+          const body = [head, ...events, "data: [DONE]\n\n"].map((e) => e.replaceAll("\n\n", end)).join("")
+          expect(withMeter(body, cuts).out).toBe(filtered(body, cuts))
+        },
+      ),
+      { numRuns: 1000 },
+    )
+    // And it does skip: a stream of whole content chunks before its usage goes through untouched.
+    const body = [content("a"), content("b"), usageOnly, "data: [DONE]\n\n"].join("")
+    const cuts = [content("a").length, 2 * content("a").length]
+    expect(withMeter(body, cuts)).toEqual({ out: filtered(body, cuts), skipped: true })
+    expect(filtered(body, cuts)).toBe(content("a") + content("b") + "data: [DONE]\n\n")
   })
 
   it("passes a partial event longer than 64 KiB through as it is", () => {
