@@ -9,7 +9,7 @@
 import { createServer, type Server, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { startHarness, UPSTREAM_KEY_ENV, type Harness } from "../support/harness.js"
+import { defaultConfig, startHarness, type Harness } from "../support/harness.js"
 
 const sse = (event: string, data: object) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`
 
@@ -130,14 +130,10 @@ describe("the end of a stream whose upstream is slow to end or fails after its f
   let h: Harness
   beforeAll(async () => {
     upstream = await startUpstream()
+    // The default config (route `claude` on one Anthropic provider) with the test's upstream for the fake.
     h = await startHarness({
-      config: (_fakes, keyHash, dir) => ({
-        server: { listen: "127.0.0.1:0" },
-        usage: { file: `${dir}/usage.jsonl` },
-        providers: { own: { kind: "anthropic", base_url: upstream.url, api_key_env: UPSTREAM_KEY_ENV } },
-        routes: { claude: { api: "anthropic", targets: [{ provider: "own", model: "claude-sonnet-5-5" }] } },
-        tenants: { acme: { keys: [{ id: "ci", sha256: keyHash }], routes: "*" } },
-      }),
+      sharedFakes: [],
+      config: (_fakes, keyHash, dir) => defaultConfig([upstream.url], keyHash, dir),
     })
   })
   afterAll(async () => {
