@@ -83,6 +83,10 @@ export const relay = (
 class Relay implements BodyReader, DeadlineHolder {
   private done = false
   private held: Buffer | undefined = undefined
+  /** A stream's chunks of this turn, not yet written (ADR 0078): one `write` on the next tick. */
+  private batch: Array<Buffer> = []
+  private batchBytes = 0
+  private flushScheduled = false
   private readonly call: AttemptResponse["call"]
   private readonly deadline: Deadline
   private resume: (effect: Effect.Effect<RelayEnd>) => void = ignoreResume
@@ -95,6 +99,19 @@ class Relay implements BodyReader, DeadlineHolder {
   }
   /** Interruption (the client left, or the drain): stop relaying and abort the upstream request. */
   private readonly cancel = Effect.sync(() => void this.stop(true))
+  /** The next tick's write of the turn's chunks. */
+  private readonly flushLater = (): void => {
+    this.flushScheduled = false
+    if (this.batch.length === 0 || this.done) return
+    if (this.res.destroyed) {
+      this.dropBatch()
+      return
+    }
+    if (!this.flush()) {
+      this.call.pause()
+      this.deadline.waitingForClientSince = this.deadlines.now()
+    }
+  }
   /** The response's `drain` listener. */
   private readonly onDrain = (): void => {
     const deadline = this.deadline
@@ -165,11 +182,18 @@ class Relay implements BodyReader, DeadlineHolder {
 
   /** The bytes Tollgate holds for this response (upstream read buffer, client write buffer, a held chunk). */
   buffered(): number {
-    return this.call.queuedBytes + this.res.writableLength + (this.held?.length ?? 0)
+    return this.call.queuedBytes + this.res.writableLength + (this.held?.length ?? 0) + this.batchBytes
   }
 
   private stop(close: boolean, keepOpen = false): boolean {
     if (this.done) return false
+    // What this turn relayed goes out before anything the caller writes after the relay (or is dropped
+    // with a response already gone).
+    if (this.batch.length > 0) {
+      if (this.res.destroyed || this.res.writableEnded) this.dropBatch()
+      // A paused relay's next part waits for the client's drain first, as after any full write.
+      else if (!this.flush() && keepOpen) this.deadline.waitingForClientSince = this.deadlines.now()
+    }
     this.done = true
     if (!keepOpen) this.deadlines.unregister(this.deadline)
     this.deadline.holder = undefined
@@ -192,8 +216,39 @@ class Relay implements BodyReader, DeadlineHolder {
       this.held = chunk
       chunk = previous
     }
-    const more = chunk === undefined || this.res.write(chunk)
-    return this.written(more, reason)
+    if (chunk !== undefined) {
+      if (this.holdLast) return this.written(this.res.write(chunk), reason)
+      this.queue(chunk)
+    }
+    return this.written(true, reason)
+  }
+
+  /**
+   * A stream's chunk joins this turn's batch, written once on the next
+   * tick (or when the relay stops): the chunks of one upstream read go to
+   * the client as one HTTP chunk and one `writev` entry, not three entries
+   * each (ADR 0078). Backpressure is then judged once per read.
+   */
+  private queue(chunk: Buffer): void {
+    this.batch.push(chunk)
+    this.batchBytes += chunk.length
+    if (!this.flushScheduled) {
+      this.flushScheduled = true
+      process.nextTick(this.flushLater)
+    }
+  }
+
+  /** Writes the batch; false when the client's buffer is full. */
+  private flush(): boolean {
+    const batch = this.batch
+    const data = batch.length === 1 ? batch[0]! : Buffer.concat(batch, this.batchBytes)
+    this.dropBatch()
+    return this.res.write(data)
+  }
+
+  private dropBatch(): void {
+    this.batch = []
+    this.batchBytes = 0
   }
 
   /**
@@ -231,6 +286,11 @@ class Relay implements BodyReader, DeadlineHolder {
       parts = held === undefined ? parts.slice(0, -1) : [held, ...parts.slice(0, -1)]
       this.held = last
     }
+    if (!this.holdLast) {
+      for (const part of parts) this.queue(part)
+      this.written(true, reason)
+      return taken
+    }
     const more = parts.length === 0 || this.res.write(parts.length === 1 ? parts[0]! : Buffer.concat(parts))
     this.written(more, reason)
     return taken
@@ -267,9 +327,15 @@ class Relay implements BodyReader, DeadlineHolder {
   private complete(): RelayEnd {
     const rest = this.transform?.end()
     if (rest !== undefined) {
-      if (!this.holdLast) this.res.write(rest)
+      if (!this.holdLast) this.queue(rest)
       else this.held = this.held === undefined ? rest : Buffer.concat([this.held, rest])
     }
+    if (this.batch.length > 0) this.flush()
+    // The body's end came with chunks written in this same turn, still corked until Node's next tick: kept
+    // corked, so they leave with the end of the response (after the usage record) in one write instead
+    // of two. `res.end()` uncorks the socket fully; a destroyed response drops them with the socket.
+    const socket = this.res.socket
+    if (!this.holdLast && socket !== null && socket.writableCorked > 0) socket.cork()
     const held = this.held
     return held === undefined ? COMPLETE : { _tag: "Complete", last: held }
   }

@@ -3,10 +3,12 @@
  * event as soon as the upstream sends it (not when the upstream's body ends), and a failure after it ends the
  * stream with Tollgate's error event after the final event, never before or instead of it; a stream that came
  * whole in one upstream write ends the same way. The upstream is a real HTTP server of the test's own, sending
- * a real Anthropic event sequence. (#35 measured holding the final chunk for the end of the response, to send it
- * with the chunked terminator: no fewer writes under the bench's load, so the relay writes it as it comes.)
+ * a real Anthropic event sequence. A stream whose end came in the same upstream read as its last events
+ * sends those events with the chunked terminator in one write (ADR 0077); one whose end comes later sends
+ * them as they come.
  */
 import { createServer, type Server, type ServerResponse } from "node:http"
+import { spawn } from "node:child_process"
 import type { AddressInfo } from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { defaultConfig, startHarness, type Harness } from "../support/harness.js"
@@ -50,7 +52,11 @@ const anthropicStream = (tokens: number): Array<string> => [
 ]
 
 /** How the test upstream ends its body after the final event. */
-type Ending = { readonly kind: "late"; readonly afterMs: number } | { readonly kind: "reset" }
+type Ending =
+  | { readonly kind: "late"; readonly afterMs: number }
+  | { readonly kind: "reset" }
+  /** The whole stream (an HTTP chunk per event) and the body's end in one write (one read at the gateway). */
+  | { readonly kind: "whole" }
 
 interface Upstream {
   readonly url: string
@@ -76,6 +82,14 @@ const startUpstream = async (): Promise<Upstream> => {
   const answer = (res: ServerResponse) => {
     res.writeHead(200, { "content-type": "text/event-stream", "request-id": "req_final" })
     const events = anthropicStream(5)
+    if (upstream.ending.kind === "whole") {
+      // One HTTP chunk per event, all in one TCP write.
+      res.socket?.cork()
+      for (const event of events) res.write(event)
+      res.end()
+      res.socket?.uncork()
+      return
+    }
     if (!upstream.together) res.write(events.slice(0, -1).join(""))
     // The final event on its own (or the whole stream), then the body's end as the test asks.
     setTimeout(() => {
@@ -84,7 +98,7 @@ const startUpstream = async (): Promise<Upstream> => {
       const ending = upstream.ending
       // A reset right after the final event (in the next turn).
       if (ending.kind === "reset") setImmediate(() => res.socket?.destroy())
-      else
+      else if (ending.kind === "late")
         setTimeout(() => {
           upstream.endedAt = performance.now()
           res.end()
@@ -98,6 +112,28 @@ const startUpstream = async (): Promise<Upstream> => {
   await new Promise<void>((done) => server.listen(0, "127.0.0.1", () => done()))
   return Object.assign(upstream, { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` })
 }
+
+/**
+ * A raw HTTP/1.1 client (a script for its own process): sends the request twice on one connection, the
+ * second once the first response's chunked body has ended, and prints each response's reads as JSON.
+ */
+const READER = `
+import { connect } from "node:net"
+const [url, request] = process.argv.slice(1)
+const socket = connect(Number(new URL(url).port), "127.0.0.1")
+const responses = []
+let reads = []
+const timer = setTimeout(() => { console.error("no end of the response: " + reads.join("")); process.exit(1) }, 5000)
+socket.on("data", (chunk) => {
+  reads.push(chunk.toString("latin1"))
+  if (!reads.join("").endsWith("\\r\\n0\\r\\n\\r\\n")) return
+  responses.push(reads)
+  reads = []
+  if (responses.length < 2) socket.write(request)
+  else { clearTimeout(timer); process.stdout.write(JSON.stringify(responses)); socket.destroy() }
+})
+socket.write(request)
+`
 
 /** Reads a stream through the gateway, noting when the text first held `marker`. */
 const readStream = async (h: Harness, marker: string) => {
@@ -185,6 +221,47 @@ describe("the end of a stream whose upstream is slow to end or fails after its f
     } finally {
       upstream.together = false
     }
+  })
+
+  it("sends a stream that came whole with its end as one chunk in one write, and the connection serves the next request", async () => {
+    upstream.ending = { kind: "whole" }
+    const body = JSON.stringify({
+      model: "claude",
+      max_tokens: 50,
+      stream: true,
+      messages: [{ role: "user", content: "hi" }],
+    })
+    const request =
+      `POST /v1/messages HTTP/1.1\r\nhost: gateway\r\ncontent-type: application/json\r\n` +
+      `x-api-key: ${h.key}\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`
+    // The client is a process of its own, reading as the bytes come (in this process it would read only
+    // once the gateway's turn is over, when every write of the turn is there): it prints each read.
+    const client = spawn(process.execPath, ["--input-type=module", "-e", READER, h.url, request], {
+      stdio: ["ignore", "pipe", "inherit"],
+    })
+    let out = ""
+    client.stdout.on("data", (chunk: Buffer) => (out += chunk.toString("utf8")))
+    const code = await new Promise<number | null>((done) => client.on("exit", done))
+    expect(code).toBe(0)
+    const responses = JSON.parse(out) as Array<Array<string>>
+    expect(responses).toHaveLength(2)
+    for (const reads of responses) {
+      const text = reads.join("")
+      expect(text.startsWith("HTTP/1.1 200")).toBe(true)
+      expect(text).toContain("event: message_stop")
+      // The final event is not left in a write of its own before the chunked terminator: one write carries
+      // both (here the whole response, as the upstream's came in one read).
+      const last = reads.at(-1)!
+      expect(last).toContain("event: message_stop")
+      expect(last.endsWith("\r\n0\r\n\r\n")).toBe(true)
+      // The upstream's HTTP chunks of one read go out as one chunk of the same bytes (ADR 0078).
+      const body = text.slice(text.indexOf("\r\n\r\n") + 4)
+      const size = body.slice(0, body.indexOf("\r\n"))
+      const stream = anthropicStream(5).join("")
+      expect(Number.parseInt(size, 16)).toBe(Buffer.byteLength(stream))
+      expect(body).toBe(`${size}\r\n${stream}\r\n0\r\n\r\n`)
+    }
+    expect(h.records().at(-1)).toMatchObject({ status: 200, output_tokens: 5, incomplete: false })
   })
 
   it("ends with the error event after the final event when the upstream fails after it", async () => {
