@@ -84,7 +84,7 @@ class Relay implements BodyReader, DeadlineHolder {
   private done = false
   private held: Buffer | undefined = undefined
   /** A stream's chunks of this turn, not yet written (ADR 0078): one `write` on the next tick. */
-  private batch: Array<Buffer> = []
+  private readonly batch: Array<Buffer> = []
   private batchBytes = 0
   private flushScheduled = false
   private readonly call: AttemptResponse["call"]
@@ -103,10 +103,6 @@ class Relay implements BodyReader, DeadlineHolder {
   private readonly flushLater = (): void => {
     this.flushScheduled = false
     if (this.batch.length === 0 || this.done) return
-    if (this.res.destroyed) {
-      this.dropBatch()
-      return
-    }
     if (!this.flush()) {
       this.call.pause()
       this.deadline.waitingForClientSince = this.deadlines.now()
@@ -189,10 +185,9 @@ class Relay implements BodyReader, DeadlineHolder {
     if (this.done) return false
     // What this turn relayed goes out before anything the caller writes after the relay (or is dropped
     // with a response already gone).
-    if (this.batch.length > 0) {
-      if (this.res.destroyed || this.res.writableEnded) this.dropBatch()
-      // A paused relay's next part waits for the client's drain first, as after any full write.
-      else if (!this.flush() && keepOpen) this.deadline.waitingForClientSince = this.deadlines.now()
+    // A paused relay's next part waits for the client's drain first, as after any full write.
+    if (this.batch.length > 0 && !this.flush() && keepOpen) {
+      this.deadline.waitingForClientSince = this.deadlines.now()
     }
     this.done = true
     if (!keepOpen) this.deadlines.unregister(this.deadline)
@@ -238,17 +233,23 @@ class Relay implements BodyReader, DeadlineHolder {
     }
   }
 
-  /** Writes the batch; false when the client's buffer is full. */
+  /**
+   * Writes the batch (or drops it, for a response already gone) and empties
+   * it, keeping its array for the next read; false when the client's buffer
+   * is full.
+   */
   private flush(): boolean {
     const batch = this.batch
-    const data = batch.length === 1 ? batch[0]! : Buffer.concat(batch, this.batchBytes)
-    this.dropBatch()
-    return this.res.write(data)
-  }
-
-  private dropBatch(): void {
-    this.batch = []
+    const res = this.res
+    const data =
+      res.destroyed || res.writableEnded
+        ? undefined
+        : batch.length === 1
+          ? batch[0]!
+          : Buffer.concat(batch, this.batchBytes)
+    batch.length = 0
     this.batchBytes = 0
+    return data === undefined || res.write(data)
   }
 
   /**

@@ -8,10 +8,10 @@
  * them as they come.
  */
 import { createServer, type Server, type ServerResponse } from "node:http"
-import { spawn } from "node:child_process"
 import type { AddressInfo } from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { defaultConfig, startHarness, type Harness } from "../support/harness.js"
+import { runCommand } from "../support/processes.js"
 
 const sse = (event: string, data: object) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`
 
@@ -236,14 +236,13 @@ describe("the end of a stream whose upstream is slow to end or fails after its f
       `x-api-key: ${h.key}\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`
     // The client is a process of its own, reading as the bytes come (in this process it would read only
     // once the gateway's turn is over, when every write of the turn is there): it prints each read.
-    const client = spawn(process.execPath, ["--input-type=module", "-e", READER, h.url, request], {
-      stdio: ["ignore", "pipe", "inherit"],
-    })
-    let out = ""
-    client.stdout.on("data", (chunk: Buffer) => (out += chunk.toString("utf8")))
-    const code = await new Promise<number | null>((done) => client.on("exit", done))
-    expect(code).toBe(0)
-    const responses = JSON.parse(out) as Array<Array<string>>
+    const { code, stdout, stderr } = await runCommand(
+      process.execPath,
+      ["--input-type=module", "-e", READER, h.url, request],
+      { env: process.env },
+    )
+    expect(code, stderr).toBe(0)
+    const responses = JSON.parse(stdout) as Array<Array<string>>
     expect(responses).toHaveLength(2)
     for (const reads of responses) {
       const text = reads.join("")
