@@ -14,7 +14,6 @@ import {
   type UsageAcc,
   type UsageReport,
 } from "./usage.js"
-import { names, readKey, skipSpace, skipValue, type Key } from "./skim.js"
 
 /** How `usage` reads in the response body of `endpoint`. */
 const reportOf = (endpoint: Endpoint): ((usage: unknown) => UsageReport | undefined) => {
@@ -72,89 +71,6 @@ export const readJsonBody = (endpoint: Endpoint, body: Buffer | string): JsonFac
   }
 }
 
-const QUOTE = 0x22
-const BACKSLASH = 0x5c
-/** The top-level members `readJsonBodyFast` reads, by their index in `readKey`'s list. */
-const MEMBERS = names("id", "model", "usage")
-const ID = 0
-const MODEL = 1
-const USAGE = 2
-
-/** `readJsonBodyFast`'s scratch: where each member's value was last seen ([start, end) by member). */
-const found = new Int32Array(6)
-const key: Key = { end: 0 }
-
-/** The string value at b[start, end): as it is when it is ASCII without escapes, else decoded by JSON.parse. */
-const stringAt = (b: Buffer, start: number, end: number): string => {
-  for (let i = start + 1; i < end - 1; i++) {
-    const c = b[i]!
-    if (c === BACKSLASH || c >= 0x80) return JSON.parse(b.toString("utf8", start, end)) as string
-  }
-  return b.toString("latin1", start + 1, end - 1)
-}
-
-/** The value at b[start, end) as `JSON.parse` gives it (the bytes are one valid JSON value); undefined when absent. */
-const valueAt = (b: Buffer, member: number): unknown => {
-  const start = found[member * 2]!
-  if (start < 0) return undefined
-  const end = found[member * 2 + 1]!
-  return b[start] === QUOTE ? stringAt(b, start, end) : JSON.parse(b.toString("utf8", start, end))
-}
-
-/**
- * `readJsonBody`'s answer from the body's bytes without building the body (#35): one walk over the
- * top-level object with the stream meters' strict reader (skim.ts), which checks the whole text is
- * JSON and notes where `id`, `model` and `usage` last were (JSON.parse keeps the last of a repeated
- * key); only those values are parsed. Undefined when the reader is not sure (any whitespace but
- * spaces and tabs, an escape in a key, nesting deeper than its bound, anything not JSON): the caller
- * then asks `readJsonBody`, the reference, which property tests pin this to.
- */
-export const readJsonBodyFast = (endpoint: Endpoint, b: Buffer): JsonFacts | undefined => {
-  found.fill(-1)
-  const n = b.length
-  let i = skipSpace(b, 0)
-  if (b[i] !== 0x7b) return undefined
-  i = skipSpace(b, i + 1)
-  if (b[i] === 0x7d) i++
-  else {
-    for (;;) {
-      if (b[i] !== QUOTE) return undefined
-      const member = readKey(b, i, MEMBERS, key)
-      if (member < 0) return undefined
-      i = skipSpace(b, key.end)
-      if (b[i] !== 0x3a) return undefined
-      const start = skipSpace(b, i + 1)
-      i = skipValue(b, start, 1)
-      if (i < 0) return undefined
-      if (member < MEMBERS.length) {
-        found[member * 2] = start
-        found[member * 2 + 1] = i
-      }
-      i = skipSpace(b, i)
-      if (b[i] === 0x7d) {
-        i++
-        break
-      }
-      if (b[i] !== 0x2c) return undefined
-      i = skipSpace(b, i + 1)
-    }
-  }
-  if (skipSpace(b, i) !== n) return undefined
-  const id = valueAt(b, ID)
-  const report = reportOf(endpoint)(valueAt(b, USAGE))
-  let usage: TokenCounts | undefined
-  if (report !== undefined) {
-    const acc = makeUsageAcc()
-    mergeUsage(acc, report)
-    if (acc.reported) usage = snapshotUsage(acc)
-  }
-  return {
-    usage,
-    id: typeof id === "string" && id.length > 0 && id.length <= 256 ? id : undefined,
-    model: modelName(valueAt(b, MODEL)),
-  }
-}
-
 /** Largest non-stream response body kept for reading its usage, bytes. Larger bodies are relayed but counted as "no usage". */
 export const MAX_JSON_BODY_BYTES = 16 * 1024 * 1024
 
@@ -183,7 +99,7 @@ export class JsonCollector {
       this.chunks.length === 1
         ? Buffer.from(first.buffer, first.byteOffset, first.byteLength)
         : Buffer.concat(this.chunks, this.size)
-    return readJsonBodyFast(endpoint, body) ?? readJsonBody(endpoint, body)
+    return readJsonBody(endpoint, body)
   }
 
   /** Folds the body's usage into `acc` (sets `reported` when the body had usage); returns the body's `id`. */
