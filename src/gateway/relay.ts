@@ -99,13 +99,13 @@ class Relay implements BodyReader, DeadlineHolder {
   }
   /** Interruption (the client left, or the drain): stop relaying and abort the upstream request. */
   private readonly cancel = Effect.sync(() => void this.stop(true))
-  /** The next tick's write of the turn's chunks. */
-  private readonly flushLater = (): void => {
-    this.flushScheduled = false
-    if (this.batch.length === 0 || this.done) return
-    if (!this.flush()) {
-      this.call.pause()
-      this.deadline.waitingForClientSince = this.deadlines.now()
+  /** The next tick's write of `relay`'s chunks of the turn (one function for every relay, handed the relay). */
+  private static flushLater(relay: Relay): void {
+    relay.flushScheduled = false
+    if (relay.batch.length === 0 || relay.done) return
+    if (!relay.flush()) {
+      relay.call.pause()
+      relay.deadline.waitingForClientSince = relay.deadlines.now()
     }
   }
   /** The response's `drain` listener. */
@@ -229,7 +229,7 @@ class Relay implements BodyReader, DeadlineHolder {
     this.batchBytes += chunk.length
     if (!this.flushScheduled) {
       this.flushScheduled = true
-      process.nextTick(this.flushLater)
+      process.nextTick(Relay.flushLater, this)
     }
   }
 
